@@ -1,0 +1,166 @@
+//! The only module that knows about wit-bindgen.
+
+extern crate alloc;
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::cell::RefCell;
+
+use cdplace_policy as policy;
+
+mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "policy",
+        generate_all,
+    });
+}
+
+use bindings::cdplace::policy::errors::PolicyError;
+use bindings::cdplace::policy::facts as wf;
+use bindings::cdplace::policy::verdicts as wv;
+use bindings::{OverlayOp, Settings};
+
+#[path = "rt.rs"]
+mod rt;
+
+/// One view per instance; wasm instances are single-threaded.
+struct Global(RefCell<Option<policy::View>>);
+// SAFETY: a wasm32 component instance has exactly one thread.
+unsafe impl Sync for Global {}
+static VIEW: Global = Global(RefCell::new(None));
+
+fn with_view<T>(f: impl FnOnce(&mut policy::View) -> T) -> T {
+    let mut slot = VIEW.0.borrow_mut();
+    f(slot.get_or_insert_with(|| policy::View::new(policy::Args::default())))
+}
+
+fn error(e: policy::Error) -> PolicyError {
+    match e {
+        policy::Error::InvalidArgs(m) => PolicyError::InvalidArgs(m),
+        policy::Error::InvalidInput(m) => PolicyError::InvalidInput(m),
+    }
+}
+
+struct Policy;
+
+impl bindings::Guest for Policy {
+    fn configure(args: String) -> Result<Settings, PolicyError> {
+        let args = policy::Args::parse(&args).map_err(error)?;
+        let settings = Settings {
+            clique_label: args.clique_label.clone(),
+            gpu_resource_name: args.gpu_resource_name.clone(),
+            gpu_driver: args.gpu_driver.clone(),
+            compute_domain_driver: args.compute_domain_driver.clone(),
+            size_annotation: args.size_annotation.clone(),
+            canonical: args.canonical_json(),
+        };
+        with_view(|v| v.set_args(args));
+        Ok(settings)
+    }
+
+    fn apply(deltas: Vec<wf::Delta>) -> Result<(), PolicyError> {
+        with_view(|v| v.apply(deltas.into_iter().map(delta))).map_err(error)
+    }
+
+    fn pre_filter(pod: u32, overlay: Vec<OverlayOp>) -> wv::PreFilterResult {
+        let overlay: Vec<policy::OverlayOp> = overlay
+            .into_iter()
+            .map(|o| match o {
+                OverlayOp::RemovePod(k) => policy::OverlayOp::RemovePod(k),
+                OverlayOp::AddPod((k, n)) => policy::OverlayOp::AddPod(k, n),
+            })
+            .collect();
+        let r = with_view(|v| v.pre_filter(pod, &overlay));
+        wv::PreFilterResult {
+            status: verdict(r.status),
+            domain: r.domain,
+            reasons: r.reasons,
+            exclusive: r.exclusive,
+            cliques: r
+                .cliques
+                .into_iter()
+                .map(|c| wv::CliqueVerdict { clique: c.clique, verdict: verdict(c.verdict), score: c.score })
+                .collect(),
+            other: verdict(r.other),
+            nodes: r.nodes.into_iter().map(|n| wv::NodeVerdict { node: n.node, verdict: verdict(n.verdict) }).collect(),
+        }
+    }
+}
+
+bindings::export!(Policy with_types_in bindings);
+
+fn verdict(v: policy::Verdict) -> wv::Verdict {
+    let code = match v.code {
+        policy::Code::Success => wv::Code::Success,
+        policy::Code::Skip => wv::Code::Skip,
+        policy::Code::Unschedulable => wv::Code::Unschedulable,
+        policy::Code::UnschedulableAndUnresolvable => wv::Code::UnschedulableAndUnresolvable,
+        policy::Code::Error => wv::Code::Error,
+    };
+    wv::Verdict { code, reason: v.reason }
+}
+
+fn demand(g: wf::GpuDemand) -> policy::GpuDemand {
+    policy::GpuDemand { count: g.count, all: g.all }
+}
+
+fn delta(d: wf::Delta) -> policy::Delta {
+    use policy::Delta as D;
+    match d {
+        wf::Delta::Strings(s) => D::Strings(s),
+        wf::Delta::UpsertNode(n) => D::UpsertNode(policy::NodeFact {
+            name: n.name,
+            clique_label: n.clique_label,
+            unschedulable: n.unschedulable,
+            gpus: n.gpus,
+            domain_label: n.domain_label,
+        }),
+        wf::Delta::RemoveNode(n) => D::RemoveNode(n),
+        wf::Delta::UpsertPod(p) => D::UpsertPod(policy::PodFact {
+            key: p.key,
+            namespace: p.namespace,
+            placement: match p.placement {
+                wf::Placement::Pending => policy::Placement::Pending,
+                wf::Placement::Nominated => policy::Placement::Nominated,
+                wf::Placement::Assumed => policy::Placement::Assumed,
+                wf::Placement::Bound => policy::Placement::Bound,
+            },
+            node: p.node,
+            claims: p
+                .claims
+                .into_iter()
+                .map(|c| policy::ClaimRef { name: c.name, template: c.template, claim: c.claim, generated: c.generated })
+                .collect(),
+            gpus: p.gpus,
+            size_hint: p.size_hint,
+        }),
+        wf::Delta::RemovePod(k) => D::RemovePod(k),
+        wf::Delta::UpsertClaim(c) => D::UpsertClaim(policy::ClaimFact {
+            namespace: c.namespace,
+            name: c.name,
+            domain: c.domain,
+            daemon: c.daemon,
+            gpus: demand(c.gpus),
+            allocated_gpus: c.allocated_gpus,
+        }),
+        wf::Delta::RemoveClaim((ns, n)) => D::RemoveClaim(ns, n),
+        wf::Delta::UpsertTemplate(t) => D::UpsertTemplate(policy::TemplateFact {
+            namespace: t.namespace,
+            name: t.name,
+            domain: t.domain,
+            daemon: t.daemon,
+            gpus: demand(t.gpus),
+        }),
+        wf::Delta::RemoveTemplate((ns, n)) => D::RemoveTemplate(ns, n),
+        wf::Delta::UpsertDomain(d) => D::UpsertDomain(policy::DomainFact {
+            uid: d.uid,
+            namespace: d.namespace,
+            name: d.name,
+            size_hint: d.size_hint,
+        }),
+        wf::Delta::RemoveDomain(u) => D::RemoveDomain(u),
+        wf::Delta::Reset => D::Reset,
+    }
+}
+

@@ -1,0 +1,86 @@
+//! A test-only component with the cdplace world that misbehaves on demand, so the host's
+//! fail-closed handling is tested against real traps, endless loops and memory exhaustion.
+//! `configure` takes the fault: `"trap"`, `"loop"`, `"oom"` or anything else for none; the fault
+//! fires in `pre-filter`.
+#![cfg_attr(target_arch = "wasm32", no_std)]
+
+#[cfg(target_arch = "wasm32")]
+#[path = "../../component/src/rt.rs"]
+mod rt;
+
+#[cfg(target_arch = "wasm32")]
+mod faulty {
+    extern crate alloc;
+
+    use alloc::string::String;
+    use alloc::vec::Vec;
+    use core::sync::atomic::{AtomicU8, Ordering};
+
+    mod bindings {
+        wit_bindgen::generate!({ path: "../../wit", world: "policy", generate_all });
+    }
+    use bindings::cdplace::policy::errors::PolicyError;
+    use bindings::cdplace::policy::facts::Delta;
+    use bindings::cdplace::policy::verdicts::{Code, PreFilterResult, Verdict};
+    use bindings::{OverlayOp, Settings};
+
+    static FAULT: AtomicU8 = AtomicU8::new(0);
+
+    struct Faulty;
+
+    impl bindings::Guest for Faulty {
+        fn configure(args: String) -> Result<Settings, PolicyError> {
+            let fault = match args.trim_matches('"') {
+                "trap" => 1,
+                "loop" => 2,
+                "oom" => 3,
+                _ => 0,
+            };
+            FAULT.store(fault, Ordering::Relaxed);
+            Ok(Settings {
+                clique_label: "nvidia.com/gpu.clique".into(),
+                gpu_resource_name: "nvidia.com/gpu".into(),
+                gpu_driver: "gpu.nvidia.com".into(),
+                compute_domain_driver: "compute-domain.nvidia.com".into(),
+                size_annotation: "cdplace.nvidia.com/size".into(),
+                canonical: args,
+            })
+        }
+
+        fn apply(_: Vec<Delta>) -> Result<(), PolicyError> {
+            Ok(())
+        }
+
+        fn pre_filter(_: u32, _: Vec<OverlayOp>) -> PreFilterResult {
+            match FAULT.load(Ordering::Relaxed) {
+                1 => panic!("injected trap"),
+                2 => {
+                    let mut x: u64 = 0;
+                    loop {
+                        x = core::hint::black_box(x.wrapping_add(1));
+                    }
+                }
+                3 => {
+                    let mut hoard: Vec<Vec<u8>> = Vec::new();
+                    loop {
+                        hoard.push(alloc::vec![1u8; 1 << 20]);
+                        core::hint::black_box(&hoard);
+                    }
+                }
+                _ => {}
+            }
+            let skip = Verdict { code: Code::Skip, reason: 0 };
+            PreFilterResult {
+                status: skip,
+                domain: None,
+                reasons: alloc::vec![String::new()],
+                exclusive: false,
+                cliques: Vec::new(),
+                other: skip,
+                nodes: Vec::new(),
+            }
+        }
+    }
+
+    bindings::export!(Faulty with_types_in bindings);
+}

@@ -1,0 +1,235 @@
+//! The plugin arguments: the schema of `ComputeDomainPlacementArgs` in the scheduler's
+//! pluginConfig, with defaults and validation.
+
+use alloc::format;
+use alloc::string::{String, ToString};
+use serde::{Deserialize, Serialize};
+
+use crate::Error;
+
+/// How IMEX daemons run on the cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum ImexMode {
+    /// The driver runs one IMEX daemon per ComputeDomain and labels the node: one domain per node.
+    #[default]
+    #[serde(rename = "DriverManaged")]
+    DriverManaged,
+    /// The administrator runs `nvidia-imex` on each host: domains may share a node.
+    #[serde(rename = "HostManaged")]
+    HostManaged,
+}
+
+/// Whether a ComputeDomain pod must take every GPU of its tray.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum WholeTray {
+    /// Reject a pod that would leave GPUs of its tray stranded.
+    #[default]
+    Require,
+    /// Allow it, scored down.
+    Prefer,
+    /// Do not look at GPU counts.
+    Off,
+}
+
+/// `ComputeDomainPlacementArgs`, with defaults applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Args {
+    /// Informational `apiVersion`/`kind` when the args come as a typed object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub imex_mode: ImexMode,
+    #[serde(default)]
+    pub whole_tray: WholeTray,
+    /// Trays per clique kept free for failures; only a ComputeDomain sized to the whole clique
+    /// may start on them.
+    #[serde(default)]
+    pub reserve_trays_per_clique: u32,
+    /// The node label holding `<clusterUUID>.<cliqueID>`.
+    #[serde(default = "default_clique_label")]
+    pub clique_label: String,
+    /// The extended resource through which pods may ask for GPUs.
+    #[serde(default = "default_gpu_resource")]
+    pub gpu_resource_name: String,
+    /// The DRA driver (and device class) of GPUs.
+    #[serde(default = "default_gpu_driver")]
+    pub gpu_driver: String,
+    /// The DRA driver of ComputeDomain channels and daemons.
+    #[serde(default = "default_cd_driver")]
+    pub compute_domain_driver: String,
+    /// The annotation (on a ComputeDomain or its pods) that declares how many pods the domain has.
+    #[serde(default = "default_size_annotation")]
+    pub size_annotation: String,
+    /// Most trays one clique may have; the driver's default IMEX domain limit is 18.
+    #[serde(default = "default_max_trays")]
+    pub max_trays_per_clique: u32,
+}
+
+fn default_clique_label() -> String {
+    "nvidia.com/gpu.clique".into()
+}
+fn default_gpu_resource() -> String {
+    "nvidia.com/gpu".into()
+}
+fn default_gpu_driver() -> String {
+    "gpu.nvidia.com".into()
+}
+fn default_cd_driver() -> String {
+    "compute-domain.nvidia.com".into()
+}
+fn default_size_annotation() -> String {
+    "cdplace.nvidia.com/size".into()
+}
+fn default_max_trays() -> u32 {
+    18
+}
+
+impl Default for Args {
+    fn default() -> Self {
+        Self::parse("{}").expect("empty args are valid")
+    }
+}
+
+impl Args {
+    /// Parses and validates arguments given as JSON. An empty string means all defaults.
+    pub fn parse(json: &str) -> Result<Self, Error> {
+        let json = if json.trim().is_empty() { "{}" } else { json };
+        let args: Args = serde_json::from_str(json).map_err(|e| Error::InvalidArgs(e.to_string()))?;
+        args.validate()?;
+        Ok(args)
+    }
+
+    /// Checks every field; the error names the first bad one.
+    pub fn validate(&self) -> Result<(), Error> {
+        if let Some(v) = &self.api_version
+            && v != "kubescheduler.config.k8s.io/v1"
+        {
+            return Err(bad("apiVersion", v, "must be kubescheduler.config.k8s.io/v1"));
+        }
+        if let Some(k) = &self.kind
+            && k != "ComputeDomainPlacementArgs"
+        {
+            return Err(bad("kind", k, "must be ComputeDomainPlacementArgs"));
+        }
+        check_qualified_name("cliqueLabel", &self.clique_label)?;
+        check_qualified_name("gpuResourceName", &self.gpu_resource_name)?;
+        check_qualified_name("sizeAnnotation", &self.size_annotation)?;
+        check_dns_subdomain("gpuDriver", &self.gpu_driver)?;
+        check_dns_subdomain("computeDomainDriver", &self.compute_domain_driver)?;
+        if self.max_trays_per_clique == 0 || self.max_trays_per_clique > 1024 {
+            return Err(bad(
+                "maxTraysPerClique",
+                &self.max_trays_per_clique.to_string(),
+                "must be between 1 and 1024",
+            ));
+        }
+        if self.reserve_trays_per_clique >= self.max_trays_per_clique {
+            return Err(bad(
+                "reserveTraysPerClique",
+                &self.reserve_trays_per_clique.to_string(),
+                &format!("must be less than maxTraysPerClique ({})", self.max_trays_per_clique),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The arguments with defaults applied, as JSON.
+    pub fn canonical_json(&self) -> String {
+        serde_json::to_string(self).expect("args serialize")
+    }
+}
+
+fn bad(field: &str, value: &str, why: &str) -> Error {
+    Error::InvalidArgs(format!("{field}: Invalid value: \"{value}\": {why}"))
+}
+
+/// A label key or annotation key: an optional DNS-subdomain prefix and a name of at most 63
+/// characters of `[A-Za-z0-9._-]`, starting and ending alphanumeric.
+fn check_qualified_name(field: &str, v: &str) -> Result<(), Error> {
+    let (prefix, name) = match v.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, v),
+    };
+    if let Some(p) = prefix
+        && !is_dns_subdomain(p)
+    {
+        return Err(bad(field, v, "prefix must be a DNS subdomain"));
+    }
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        && name.as_bytes()[0].is_ascii_alphanumeric()
+        && name.as_bytes()[name.len() - 1].is_ascii_alphanumeric();
+    if !ok {
+        return Err(bad(
+            field,
+            v,
+            "name part must be 1-63 characters of [A-Za-z0-9._-], starting and ending alphanumeric",
+        ));
+    }
+    Ok(())
+}
+
+fn check_dns_subdomain(field: &str, v: &str) -> Result<(), Error> {
+    if is_dns_subdomain(v) {
+        Ok(())
+    } else {
+        Err(bad(field, v, "must be a lowercase DNS subdomain"))
+    }
+}
+
+fn is_dns_subdomain(v: &str) -> bool {
+    !v.is_empty()
+        && v.len() <= 253
+        && v.split('.').all(|label| {
+            !label.is_empty()
+                && label.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults() {
+        let a = Args::parse("").unwrap();
+        assert_eq!(a.imex_mode, ImexMode::DriverManaged);
+        assert_eq!(a.whole_tray, WholeTray::Require);
+        assert_eq!(a.clique_label, "nvidia.com/gpu.clique");
+        assert_eq!(a.max_trays_per_clique, 18);
+    }
+
+    #[test]
+    fn unknown_field_is_named() {
+        let e = Args::parse(r#"{"wholeTrays":"Off"}"#).unwrap_err();
+        assert!(e.to_string().starts_with("invalid plugin args: unknown field `wholeTrays`, expected one of"), "{e}");
+    }
+
+    #[test]
+    fn bad_enum_value() {
+        let e = Args::parse(r#"{"imexMode":"Shared"}"#).unwrap_err();
+        assert!(e.to_string().contains("unknown variant `Shared`, expected `DriverManaged` or `HostManaged`"), "{e}");
+    }
+
+    #[test]
+    fn bad_label_and_reserve() {
+        let e = Args::parse(r#"{"cliqueLabel":"nvidia.com/"}"#).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid plugin args: cliqueLabel: Invalid value: \"nvidia.com/\": name part must be 1-63 characters of [A-Za-z0-9._-], starting and ending alphanumeric"
+        );
+        let e = Args::parse(r#"{"reserveTraysPerClique":18}"#).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid plugin args: reserveTraysPerClique: Invalid value: \"18\": must be less than maxTraysPerClique (18)"
+        );
+        let e = Args::parse(r#"{"reserveTraysPerClique":-1}"#).unwrap_err();
+        assert!(e.to_string().contains("invalid value: integer `-1`, expected u32"), "{e}");
+    }
+}

@@ -1,0 +1,428 @@
+//! PreFilter: where may this pod go? One evaluation answers for every node at once.
+
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::args::{ImexMode, WholeTray};
+use crate::facts::{OverlayOp, Placement, PodFact, StrId};
+use crate::verdict::{CliqueVerdict, Code, NodeVerdict, PreFilterResult, Verdict};
+use crate::view::{Clique, Member, View};
+
+/// Collects reason texts, each once.
+struct Reasons {
+    texts: Vec<String>,
+    index: BTreeMap<String, u32>,
+}
+
+impl Reasons {
+    fn new() -> Self {
+        Reasons { texts: vec![String::new()], index: BTreeMap::new() }
+    }
+
+    fn verdict(&mut self, code: Code, text: String) -> Verdict {
+        if let Some(&i) = self.index.get(&text) {
+            return Verdict { code, reason: i };
+        }
+        let i = self.texts.len() as u32;
+        self.index.insert(text.clone(), i);
+        self.texts.push(text);
+        Verdict { code, reason: i }
+    }
+}
+
+/// The pod-level outcome before it is turned into a result.
+struct Decision {
+    status: Verdict,
+    exclusive: bool,
+    cliques: Vec<CliqueVerdict>,
+    other: Verdict,
+    nodes: Vec<NodeVerdict>,
+}
+
+impl Decision {
+    fn status(status: Verdict) -> Self {
+        Decision { status, exclusive: false, cliques: Vec::new(), other: status, nodes: Vec::new() }
+    }
+}
+
+/// What a ComputeDomain pod asks of a tray.
+#[derive(Clone, Copy)]
+struct Ask {
+    domain: StrId,
+    /// Only trays with exactly this many GPUs (whole-tray `Require`).
+    tray_size: Option<u32>,
+    /// GPUs asked for under whole-tray `Prefer` (scores scaled by the share of the tray).
+    prefer_gpus: Option<u32>,
+}
+
+enum Undo {
+    Restore(PodFact),
+    Replace(PodFact),
+}
+
+impl View {
+    /// Decides where the pod with key `pod` may go, as if `overlay` were applied first.
+    pub fn pre_filter(&mut self, pod: StrId, overlay: &[OverlayOp]) -> PreFilterResult {
+        let mut undo = Vec::new();
+        for op in overlay {
+            match *op {
+                OverlayOp::RemovePod(k) => {
+                    if let Some(f) = self.unlink_pod(k) {
+                        undo.push(Undo::Restore(f));
+                    }
+                }
+                OverlayOp::AddPod(k, node) => {
+                    if let Some(orig) = self.unlink_pod(k) {
+                        let mut f = orig.clone();
+                        f.placement = Placement::Nominated;
+                        f.node = Some(node);
+                        self.link_pod(f);
+                        undo.push(Undo::Replace(orig));
+                    }
+                }
+            }
+        }
+        let mut reasons = Reasons::new();
+        let (decision, domain) = self.decide(pod, &mut reasons);
+        for u in undo.into_iter().rev() {
+            match u {
+                Undo::Restore(f) => self.link_pod(f),
+                Undo::Replace(orig) => {
+                    self.unlink_pod(orig.key);
+                    self.link_pod(orig);
+                }
+            }
+        }
+        PreFilterResult {
+            status: decision.status,
+            domain,
+            reasons: reasons.texts,
+            exclusive: decision.exclusive,
+            cliques: decision.cliques,
+            other: decision.other,
+            nodes: decision.nodes,
+        }
+    }
+
+    fn decide(&self, key: StrId, r: &mut Reasons) -> (Decision, Option<StrId>) {
+        let Some(pod) = self.pods.get(&key) else {
+            let text = format!("pod {} is not in the policy's view (the host must send it first)", self.str(key));
+            return (Decision::status(r.verdict(Code::Error, text)), None);
+        };
+        match &pod.member {
+            Err(e) => (Decision::status(r.verdict(Code::UnschedulableAndUnresolvable, e.clone())), None),
+            // Not a ComputeDomain pod; IMEX daemon pods follow their DaemonSet's node selector.
+            Ok(None) => (Decision::status(Verdict { code: Code::Skip, reason: 0 }), None),
+            Ok(Some(m)) if m.daemon => (Decision::status(Verdict { code: Code::Skip, reason: 0 }), Some(m.domain)),
+            Ok(Some(m)) => (self.decide_member(pod.fact.namespace, pod.gpu_use, *m, r), Some(m.domain)),
+        }
+    }
+
+    /// `namespace/name` of a domain, or its UID when the object is unknown.
+    fn domain_name(&self, uid: StrId) -> String {
+        match self.domain_facts.get(&uid) {
+            Some(d) => format!("{}/{}", self.str(d.namespace), self.str(d.name)),
+            None => String::from(self.str(uid)),
+        }
+    }
+
+    fn decide_member(&self, namespace: StrId, gpu_use: crate::facts::GpuDemand, m: Member, r: &mut Reasons) -> Decision {
+        let (via_ns, via_name) = m.via;
+        let via = format!(
+            "{} {}/{}",
+            if m.via_template { "ResourceClaimTemplate" } else { "ResourceClaim" },
+            self.str(via_ns),
+            self.str(via_name)
+        );
+        let Some(df) = self.domain_facts.get(&m.domain) else {
+            let text = format!(
+                "ComputeDomain with UID {} (named by {via}) does not exist; the pod waits until it does",
+                self.str(m.domain)
+            );
+            return Decision::status(r.verdict(Code::UnschedulableAndUnresolvable, text));
+        };
+        let cd = self.domain_name(m.domain);
+        if df.namespace != namespace {
+            let text = format!(
+                "{via} is in namespace {} but its ComputeDomain {cd} is in namespace {}; the driver refuses to prepare a channel outside its domain's namespace",
+                self.str(namespace),
+                self.str(df.namespace)
+            );
+            return Decision::status(r.verdict(Code::UnschedulableAndUnresolvable, text));
+        }
+
+        let mut ask = Ask { domain: m.domain, tray_size: None, prefer_gpus: None };
+        if !gpu_use.all {
+            match self.args.whole_tray {
+                WholeTray::Require => {
+                    let g = gpu_use.count;
+                    if !self.tray_sizes.contains_key(&g) {
+                        return Decision::status(self.stranding(g, r));
+                    }
+                    ask.tray_size = Some(g);
+                }
+                WholeTray::Prefer => ask.prefer_gpus = Some(gpu_use.count),
+                WholeTray::Off => {}
+            }
+        }
+
+        let agg = self.domains.get(&m.domain).expect("a linked workload pod has a domain aggregate");
+        let size = self.domain_size(m.domain);
+        let remaining = size.saturating_sub(agg.placed_total()).max(1);
+
+        if let Some(home) = agg.home() {
+            let clique = self.cliques.get(&home);
+            let available = clique.map_or(0, |c| self.available(c, m.domain, ask.tray_size));
+            if available == 0 {
+                let text = format!(
+                    "ComputeDomain {cd} runs in NVLink clique {} and needs {remaining} more tray(s) there, but none is free; its pods never leave that clique",
+                    self.str(home)
+                );
+                return Decision::status(r.verdict(Code::Unschedulable, text));
+            }
+            let other = r.verdict(
+                Code::UnschedulableAndUnresolvable,
+                format!(
+                    "ComputeDomain {cd} already runs in NVLink clique {}; all its pods stay in that clique",
+                    self.str(home)
+                ),
+            );
+            let mut d = Decision {
+                status: Verdict::SUCCESS,
+                exclusive: true,
+                cliques: vec![CliqueVerdict { clique: home, verdict: Verdict::SUCCESS, score: self.scale(100, ask, clique) }],
+                other,
+                nodes: Vec::new(),
+            };
+            if let Some(c) = clique {
+                self.node_overrides(c, ask, &cd, r, &mut d.nodes);
+            }
+            self.malformed_overrides(r, &mut d.nodes);
+            return d;
+        }
+
+        // A domain that has not started: only cliques that can hold all its remaining pods.
+        let mut fits: Vec<(u32, StrId)> = Vec::new();
+        let mut best: Option<(u32, StrId)> = None;
+        let mut could_ever_fit = false;
+        for (&id, c) in &self.cliques {
+            if c.usable == 0 {
+                continue;
+            }
+            let reserve = if size >= c.usable { 0 } else { self.args.reserve_trays_per_clique };
+            let trays = match ask.tray_size {
+                Some(g) => c.sizes.get(&g).copied().unwrap_or(0),
+                None => c.usable,
+            };
+            could_ever_fit |= trays.saturating_sub(reserve) >= remaining;
+            let cap = self.available(c, m.domain, ask.tray_size).saturating_sub(c.promised).saturating_sub(reserve);
+            if best.is_none_or(|(b, _)| cap > b) {
+                best = Some((cap, id));
+            }
+            if cap >= remaining {
+                fits.push((cap - remaining, id));
+            }
+        }
+        if fits.is_empty() {
+            let reserve_note = if self.args.reserve_trays_per_clique > 0 {
+                format!(" (reserveTraysPerClique keeps {} spare)", self.args.reserve_trays_per_clique)
+            } else {
+                String::new()
+            };
+            let largest = self.cliques.values().map(|c| c.usable).max().unwrap_or(0);
+            let verdict = if !could_ever_fit {
+                r.verdict(
+                    Code::UnschedulableAndUnresolvable,
+                    format!(
+                        "ComputeDomain {cd} needs {remaining} trays in one NVLink clique, but the largest clique has {largest} usable trays{reserve_note}; it stays pending rather than span cliques"
+                    ),
+                )
+            } else {
+                let (cap, id) = best.unwrap_or((0, 0));
+                let whereabouts = if best.is_some() { format!(" (clique {})", self.str(id)) } else { String::new() };
+                r.verdict(
+                    Code::Unschedulable,
+                    format!(
+                        "ComputeDomain {cd} needs {remaining} free trays in one NVLink clique; the most any clique can offer now is {cap}{whereabouts}{reserve_note}"
+                    ),
+                )
+            };
+            return Decision::status(verdict);
+        }
+        let no_clique = r.verdict(
+            Code::UnschedulableAndUnresolvable,
+            format!(
+                "node is not an NVLink tray: label {} is absent or has an empty clique ID",
+                self.args.clique_label
+            ),
+        );
+        fits.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| self.str(a.1).cmp(self.str(b.1))));
+        let too_small = r.verdict(
+            Code::Unschedulable,
+            format!(
+                "NVLink clique has fewer than {remaining} trays free for ComputeDomain {cd} (after trays promised to starting domains and reserveTraysPerClique)"
+            ),
+        );
+        let mut d = Decision {
+            status: Verdict::SUCCESS,
+            exclusive: false,
+            cliques: Vec::with_capacity(self.cliques.len()),
+            other: no_clique,
+            nodes: Vec::new(),
+        };
+        for (rank, &(_, id)) in fits.iter().enumerate() {
+            let c = &self.cliques[&id];
+            let score = 100u32.saturating_sub(rank as u32).max(1);
+            d.cliques.push(CliqueVerdict { clique: id, verdict: Verdict::SUCCESS, score: self.scale(score, ask, Some(c)) });
+            self.node_overrides(c, ask, &cd, r, &mut d.nodes);
+        }
+        for (&id, c) in &self.cliques {
+            if !fits.iter().any(|f| f.1 == id) && !c.nodes.is_empty() {
+                d.cliques.push(CliqueVerdict { clique: id, verdict: too_small, score: 0 });
+            }
+        }
+        self.malformed_overrides(r, &mut d.nodes);
+        d
+    }
+
+    /// Scales a score down by the share of the tray a `Prefer` pod takes.
+    fn scale(&self, score: u32, ask: Ask, clique: Option<&Clique>) -> u32 {
+        let (Some(g), Some(c)) = (ask.prefer_gpus, clique) else { return score };
+        let tray = c.sizes.iter().max_by_key(|(_, n)| **n).map_or(0, |(s, _)| *s);
+        if tray == 0 || g >= tray {
+            return score;
+        }
+        (score * g / tray).max(1)
+    }
+
+    /// The rejection of a pod that would not take whole trays under `wholeTray: Require`.
+    fn stranding(&self, asked: u32, r: &mut Reasons) -> Verdict {
+        let Some((&tray, _)) = self.tray_sizes.iter().max_by_key(|(_, n)| **n) else {
+            return r.verdict(
+                Code::UnschedulableAndUnresolvable,
+                format!(
+                    "no schedulable node has an NVLink clique (label {}): there is no tray for a ComputeDomain pod",
+                    self.args.clique_label
+                ),
+            );
+        };
+        let text = if asked < tray {
+            format!(
+                "requests {asked} of {tray} GPUs per tray; would strand {} (wholeTray: Require: a ComputeDomain pod takes all GPUs of its tray)",
+                tray - asked
+            )
+        } else {
+            format!("requests {asked} GPUs but trays have {tray} (wholeTray: Require: a ComputeDomain pod takes all GPUs of one tray)")
+        };
+        r.verdict(Code::UnschedulableAndUnresolvable, text)
+    }
+
+    /// Verdicts for the nodes of an allowed clique that are not free for `ask`.
+    fn node_overrides(&self, c: &Clique, ask: Ask, cd: &str, r: &mut Reasons, out: &mut Vec<NodeVerdict>) {
+        let mixed = ask.tray_size.is_some() && c.sizes.len() > 1;
+        let candidates: &alloc::collections::BTreeSet<StrId> = if mixed { &c.nodes } else { &c.busy };
+        for &n in candidates {
+            if let Some(v) = self.node_verdict(n, ask, cd, r) {
+                out.push(NodeVerdict { node: n, verdict: v });
+            }
+        }
+    }
+
+    fn node_verdict(&self, name: StrId, ask: Ask, cd: &str, r: &mut Reasons) -> Option<Verdict> {
+        let e = self.nodes.get(&name)?;
+        let s = &e.summary;
+        let fact = e.fact.as_ref()?;
+        if !s.usable {
+            return Some(r.verdict(
+                Code::UnschedulableAndUnresolvable,
+                String::from("node is cordoned (spec.unschedulable)"),
+            ));
+        }
+        let pod_of = |domain: StrId| {
+            e.pods.iter().copied().find(|k| {
+                self.pods.get(k).is_some_and(|p| matches!(p.member, Ok(Some(m)) if m.domain == domain))
+            })
+        };
+        if s.workload.contains(&ask.domain) {
+            let pod = pod_of(ask.domain).map_or("", |k| self.str(k));
+            return Some(r.verdict(
+                Code::Unschedulable,
+                format!(
+                    "node already runs pod {pod} of ComputeDomain {cd}; a domain has one workload pod per node (channel 0 is exclusive)"
+                ),
+            ));
+        }
+        if self.args.imex_mode == ImexMode::DriverManaged
+            && let Some(&other) = s.holders.iter().find(|&&h| h != ask.domain)
+        {
+            let text = match pod_of(other) {
+                Some(k) => {
+                    let p = &self.pods[&k];
+                    let how = match p.fact.placement {
+                        Placement::Bound => "bound",
+                        Placement::Assumed => "assumed",
+                        Placement::Nominated => "nominated",
+                        Placement::Pending => "pending",
+                    };
+                    format!(
+                        "node is held by ComputeDomain {}: pod {} is {how} here; one ComputeDomain per node (driver-managed IMEX)",
+                        self.domain_name(other),
+                        self.str(k)
+                    )
+                }
+                None => format!(
+                    "node still carries resource.nvidia.com/computeDomain={} (ComputeDomain {}) until the driver unprepares its claim; one ComputeDomain per node (driver-managed IMEX)",
+                    self.str(other),
+                    self.domain_name(other)
+                ),
+            };
+            return Some(r.verdict(Code::Unschedulable, text));
+        }
+        if !s.gpu_idle {
+            let user = e
+                .pods
+                .iter()
+                .copied()
+                .find(|k| self.pods.get(k).is_some_and(|p| p.gpu_use.count > 0 || p.gpu_use.all));
+            return Some(r.verdict(
+                Code::Unschedulable,
+                format!(
+                    "node has GPUs in use by pod {}; a ComputeDomain pod needs a tray with no GPU in use",
+                    user.map_or("", |k| self.str(k))
+                ),
+            ));
+        }
+        if let Some(g) = ask.tray_size
+            && fact.gpus != g
+        {
+            let text = if g < fact.gpus {
+                format!(
+                    "requests {g} of the node's {} GPUs; would strand {} (wholeTray: Require)",
+                    fact.gpus,
+                    fact.gpus - g
+                )
+            } else {
+                format!("requests {g} GPUs but the node has {} (wholeTray: Require)", fact.gpus)
+            };
+            return Some(r.verdict(Code::UnschedulableAndUnresolvable, text));
+        }
+        None
+    }
+
+    fn malformed_overrides(&self, r: &mut Reasons, out: &mut Vec<NodeVerdict>) {
+        for &n in &self.malformed {
+            let value = self.nodes[&n].fact.as_ref().and_then(|f| f.clique_label).map_or("", |l| self.str(l));
+            let v = r.verdict(
+                Code::UnschedulableAndUnresolvable,
+                format!(
+                    "node label {}={value:?} is malformed: expected <clusterUUID>.<cliqueID>",
+                    self.args.clique_label
+                ),
+            );
+            out.push(NodeVerdict { node: n, verdict: v });
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! Facts about the cluster as the host extracts them from Kubernetes objects.
+//!
+//! These mirror the `facts` interface of `wit/cdplace.wit` one to one; the component layer maps
+//! between the two. Strings are interned by the host: a [`StrId`] names one string of the
+//! guest's string table, filled by [`Delta::Strings`].
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+/// An interned string.
+pub type StrId = u32;
+
+/// GPUs a claim or template asks for on the GPU driver's device class.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GpuDemand {
+    /// Devices asked for with `allocationMode: ExactCount`, summed over requests.
+    pub count: u32,
+    /// Some request has `allocationMode: All`: every GPU of the node.
+    pub all: bool,
+}
+
+impl GpuDemand {
+    /// Adds another demand to this one.
+    pub fn add(&mut self, other: GpuDemand) {
+        self.count = self.count.saturating_add(other.count);
+        self.all |= other.all;
+    }
+}
+
+/// A Node: one compute tray.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeFact {
+    pub name: StrId,
+    /// Raw value of the clique label, when present.
+    pub clique_label: Option<StrId>,
+    /// `spec.unschedulable`.
+    pub unschedulable: bool,
+    /// GPUs of the tray.
+    pub gpus: u32,
+    /// Raw value of the node label `resource.nvidia.com/computeDomain`.
+    pub domain_label: Option<StrId>,
+}
+
+/// Where a pod stands with respect to a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Placement {
+    Pending,
+    Nominated,
+    Assumed,
+    Bound,
+}
+
+/// One entry of `pod.spec.resourceClaims`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimRef {
+    pub name: StrId,
+    pub template: Option<StrId>,
+    pub claim: Option<StrId>,
+    /// The generated claim's name from `status.resourceClaimStatuses`.
+    pub generated: Option<StrId>,
+}
+
+/// A non-terminal Pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodFact {
+    /// `namespace/name`.
+    pub key: StrId,
+    pub namespace: StrId,
+    pub placement: Placement,
+    /// The node of a nominated, assumed or bound pod.
+    pub node: Option<StrId>,
+    pub claims: Vec<ClaimRef>,
+    /// GPUs requested through the extended resource.
+    pub gpus: u32,
+    /// Declared gang size (size annotation or PodGroup `minCount`).
+    pub size_hint: Option<u32>,
+}
+
+/// A ResourceClaim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimFact {
+    pub namespace: StrId,
+    pub name: StrId,
+    /// `domainID` of its opaque ComputeDomain config.
+    pub domain: Option<StrId>,
+    /// The config is a `ComputeDomainDaemonConfig`.
+    pub daemon: bool,
+    pub gpus: GpuDemand,
+    /// GPU devices in `status.allocation`, once allocated.
+    pub allocated_gpus: Option<u32>,
+}
+
+/// A ResourceClaimTemplate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateFact {
+    pub namespace: StrId,
+    pub name: StrId,
+    /// The ComputeDomain label, or else the `domainID` of its opaque config.
+    pub domain: Option<StrId>,
+    /// A template for IMEX daemon claims.
+    pub daemon: bool,
+    pub gpus: GpuDemand,
+}
+
+/// A ComputeDomain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DomainFact {
+    /// `metadata.uid`.
+    pub uid: StrId,
+    pub namespace: StrId,
+    pub name: StrId,
+    /// Pods the domain will have (size annotation, else a positive `spec.numNodes`).
+    pub size_hint: Option<u32>,
+}
+
+/// One change to the view.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delta {
+    Strings(Vec<(StrId, String)>),
+    UpsertNode(NodeFact),
+    RemoveNode(StrId),
+    UpsertPod(PodFact),
+    RemovePod(StrId),
+    UpsertClaim(ClaimFact),
+    RemoveClaim(StrId, StrId),
+    UpsertTemplate(TemplateFact),
+    RemoveTemplate(StrId, StrId),
+    UpsertDomain(DomainFact),
+    RemoveDomain(StrId),
+    Reset,
+}
+
+/// A hypothetical change for one PreFilter evaluation (preemption's AddPod/RemovePod).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OverlayOp {
+    RemovePod(StrId),
+    /// `(pod key, node name)`: treat the pod as nominated to the node.
+    AddPod(StrId, StrId),
+}

@@ -1,0 +1,36 @@
+//! The cdplace placement policy: where may a ComputeDomain pod go on NVL72 racks?
+//!
+//! Plain `no_std` Rust with no I/O, so the same code runs natively (tests, benchmarks) and inside
+//! the WebAssembly component (`cdplace-guest`). The host feeds a [`View`] with [`Delta`]s of
+//! extracted [`facts`]; [`View::pre_filter`] then answers for every node at once.
+//!
+//! The rules, each enforced at scheduling time so that no conflict reaches kubelet Prepare:
+//! 1. only NVLink trays (a clique label with a clique ID, not cordoned) take ComputeDomain pods;
+//! 2. one ComputeDomain per node under driver-managed IMEX, counting bound, assumed and
+//!    nominated pods and the driver's node label that outlives a claim until Unprepare;
+//! 3. one workload pod per ComputeDomain per node;
+//! 4. whole trays (`wholeTray: Require|Prefer|Off`);
+//! 5. all pods of a domain in the clique where it started;
+//! 6. a domain starts only in a clique that can hold all its pods, not counting trays promised
+//!    to other starting domains or kept spare by `reserveTraysPerClique`;
+//! 7. best fit across cliques;
+//! 8. host-managed IMEX relaxes rule 2.
+//!
+//! Modules: [`args`] (plugin arguments), [`facts`] (input), [`view`] (incremental aggregates),
+//! `decide` (PreFilter), [`verdict`] (output), [`error`].
+#![no_std]
+
+extern crate alloc;
+
+pub mod args;
+mod decide;
+pub mod error;
+pub mod facts;
+pub mod verdict;
+pub mod view;
+
+pub use args::{Args, ImexMode, WholeTray};
+pub use error::{Error, Result};
+pub use facts::*;
+pub use verdict::*;
+pub use view::View;

@@ -1,0 +1,99 @@
+//! The answer of one PreFilter evaluation: a pod-level status plus per-clique and per-node
+//! verdicts from which Filter and Score for any node are a lookup.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use crate::facts::StrId;
+
+/// A scheduling framework status code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Code {
+    Success,
+    Skip,
+    Unschedulable,
+    UnschedulableAndUnresolvable,
+    Error,
+}
+
+impl Code {
+    /// The framework's name for the code.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::Success => "Success",
+            Code::Skip => "Skip",
+            Code::Unschedulable => "Unschedulable",
+            Code::UnschedulableAndUnresolvable => "UnschedulableAndUnresolvable",
+            Code::Error => "Error",
+        }
+    }
+}
+
+/// A code and its reason, an index into [`PreFilterResult::reasons`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    pub code: Code,
+    pub reason: u32,
+}
+
+impl Verdict {
+    /// Success, with the empty reason (index 0).
+    pub const SUCCESS: Verdict = Verdict { code: Code::Success, reason: 0 };
+}
+
+/// The verdict for all nodes of one clique label value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CliqueVerdict {
+    pub clique: StrId,
+    pub verdict: Verdict,
+    /// 0..=100, higher is better.
+    pub score: u32,
+}
+
+/// A node whose verdict differs from its clique's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeVerdict {
+    pub node: StrId,
+    pub verdict: Verdict,
+}
+
+/// Everything PreFilter decided for one pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreFilterResult {
+    pub status: Verdict,
+    /// The pod's ComputeDomain UID.
+    pub domain: Option<StrId>,
+    /// Reason texts; index 0 is always the empty string.
+    pub reasons: Vec<String>,
+    /// The pod may only go to the listed successful cliques.
+    pub exclusive: bool,
+    pub cliques: Vec<CliqueVerdict>,
+    /// For nodes whose clique is not listed.
+    pub other: Verdict,
+    pub nodes: Vec<NodeVerdict>,
+}
+
+impl PreFilterResult {
+    /// The text of a verdict's reason.
+    pub fn reason(&self, v: Verdict) -> &str {
+        self.reasons.get(v.reason as usize).map_or("", String::as_str)
+    }
+
+    /// The verdict and score for a node with this name and raw clique label, exactly as the
+    /// host's Filter and Score read them.
+    pub fn node_verdict(&self, node: StrId, clique: Option<StrId>) -> (Verdict, Option<u32>) {
+        if self.status.code != Code::Success {
+            return (self.status, None);
+        }
+        let of_clique = clique.and_then(|c| self.cliques.iter().find(|v| v.clique == c));
+        if let Some(n) = self.nodes.iter().find(|n| n.node == node) {
+            let score = of_clique.filter(|_| n.verdict.code == Code::Success).map(|c| c.score);
+            return (n.verdict, score);
+        }
+        match of_clique {
+            Some(c) if c.verdict.code == Code::Success => (c.verdict, Some(c.score)),
+            Some(c) => (c.verdict, None),
+            None => (self.other, None),
+        }
+    }
+}

@@ -1,0 +1,714 @@
+//! The policy's incrementally maintained view of the cluster.
+//!
+//! Raw facts come in as [`Delta`]s. Everything the decisions need is kept aggregated per clique
+//! and per ComputeDomain, so deciding for one pod costs time in the number of cliques, not nodes.
+//! Each node and each pod remembers what it last contributed to those aggregates
+//! ([`NodeSummary`], [`PodContrib`]); a change subtracts the old contribution and adds the new
+//! one, which keeps the bookkeeping exact however facts arrive.
+
+use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use crate::args::{Args, ImexMode};
+use crate::facts::*;
+use crate::{Error, Result};
+
+/// A claim or template key: `(namespace, name)`.
+pub(crate) type ObjKey = (StrId, StrId);
+
+/// What a clique label value says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LabelKind {
+    /// `<clusterUUID>.<cliqueID>` with both parts present.
+    Clique,
+    /// The label is absent or its clique ID is empty: a node without NVLink fabric.
+    NoFabric,
+    /// Anything else.
+    Malformed,
+}
+
+pub(crate) fn label_kind(v: &str) -> LabelKind {
+    if v.is_empty() {
+        return LabelKind::NoFabric;
+    }
+    match v.rsplit_once('.') {
+        Some((_, "")) => LabelKind::NoFabric,
+        Some((cluster, id))
+            if !cluster.is_empty()
+                && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                && cluster.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.') =>
+        {
+            LabelKind::Clique
+        }
+        _ => LabelKind::Malformed,
+    }
+}
+
+/// A pod's resolved ComputeDomain membership.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Member {
+    pub domain: StrId,
+    /// The pod is an IMEX daemon, not a workload pod.
+    pub daemon: bool,
+    /// Where the membership came from (for reasons): `(namespace, name)` of a claim or template.
+    pub via: ObjKey,
+    pub via_template: bool,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct PodEntry {
+    pub fact: PodFact,
+    /// Membership, or the reason it cannot be resolved.
+    pub member: core::result::Result<Option<Member>, String>,
+    /// GPUs the pod takes on its node.
+    pub gpu_use: GpuDemand,
+    /// Claims and templates this pod's resolution read (for re-resolution when they change).
+    claim_refs: Vec<ObjKey>,
+    template_refs: Vec<ObjKey>,
+    contrib: PodContrib,
+}
+
+/// What one pod adds to its ComputeDomain's aggregate.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct PodContrib {
+    /// The domain, when the pod is a workload pod of one.
+    domain: Option<StrId>,
+    /// The clique of its node when bound or assumed there.
+    placed_in: Option<StrId>,
+    size_hint: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct NodeEntry {
+    pub fact: Option<NodeFact>,
+    /// Keys of pods nominated, assumed or bound here.
+    pub pods: BTreeSet<StrId>,
+    pub summary: NodeSummary,
+}
+
+/// What one node adds to its clique's aggregate.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct NodeSummary {
+    /// The node's clique, when its label is a valid clique.
+    pub clique: Option<StrId>,
+    /// In a clique and not cordoned.
+    pub usable: bool,
+    pub gpus: u32,
+    /// No GPU in use by any pod.
+    pub gpu_idle: bool,
+    /// ComputeDomains holding the node: its label and every pod of a domain placed here.
+    pub holders: Vec<StrId>,
+    /// ComputeDomains with a workload pod here.
+    pub workload: Vec<StrId>,
+    /// The label is malformed.
+    pub malformed: bool,
+}
+
+impl NodeSummary {
+    /// Free for any ComputeDomain under driver-managed IMEX.
+    pub fn free(&self) -> bool {
+        self.usable && self.gpu_idle && self.holders.is_empty()
+    }
+}
+
+/// Per-clique aggregates.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Clique {
+    pub nodes: BTreeSet<StrId>,
+    pub usable: u32,
+    /// Usable trays by GPU count.
+    pub sizes: BTreeMap<u32, u32>,
+    /// Free trays (usable, no GPU in use, no holder) by GPU count.
+    pub free: BTreeMap<u32, u32>,
+    /// Trays with no GPU in use by GPU count (capacity under host-managed IMEX).
+    pub idle: BTreeMap<u32, u32>,
+    /// Idle trays held by exactly one domain that has no workload pod there: `(domain, gpus)`.
+    pub held_idle: BTreeMap<(StrId, u32), u32>,
+    /// Idle trays with a workload pod of a domain: `(domain, gpus)`.
+    pub idle_with_workload: BTreeMap<(StrId, u32), u32>,
+    /// Nodes that are not free (for per-node verdicts).
+    pub busy: BTreeSet<StrId>,
+    /// Trays promised to domains that started here and are still placing pods.
+    pub promised: u32,
+}
+
+/// Per-ComputeDomain aggregates.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Domain {
+    /// Known (non-terminal) workload pods.
+    pub pods: u32,
+    /// Bound or assumed workload pods by clique.
+    pub placed: BTreeMap<StrId, u32>,
+    /// Declared sizes of its pods (value -> pods declaring it).
+    pub pod_hints: BTreeMap<u32, u32>,
+    /// What this domain adds to a clique's `promised`.
+    promise: Option<(StrId, u32)>,
+}
+
+impl Domain {
+    pub fn placed_total(&self) -> u32 {
+        self.placed.values().sum()
+    }
+
+    /// The clique holding most of its placed pods (ties: smallest id, i.e. first interned).
+    pub fn home(&self) -> Option<StrId> {
+        self.placed.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))).map(|(c, _)| *c)
+    }
+}
+
+/// The view.
+#[derive(Debug, Default)]
+pub struct View {
+    pub(crate) args: Args,
+    pub(crate) strings: Vec<String>,
+    pub(crate) nodes: BTreeMap<StrId, NodeEntry>,
+    pub(crate) pods: BTreeMap<StrId, PodEntry>,
+    pub(crate) claims: BTreeMap<ObjKey, ClaimFact>,
+    pub(crate) templates: BTreeMap<ObjKey, TemplateFact>,
+    pub(crate) domain_facts: BTreeMap<StrId, DomainFact>,
+    pods_by_claim: BTreeMap<ObjKey, BTreeSet<StrId>>,
+    pods_by_template: BTreeMap<ObjKey, BTreeSet<StrId>>,
+    pub(crate) cliques: BTreeMap<StrId, Clique>,
+    pub(crate) domains: BTreeMap<StrId, Domain>,
+    /// Usable trays of the whole cluster by GPU count.
+    pub(crate) tray_sizes: BTreeMap<u32, u32>,
+    /// Nodes whose clique label is malformed.
+    pub(crate) malformed: BTreeSet<StrId>,
+}
+
+fn bump<K: Ord>(m: &mut BTreeMap<K, u32>, k: K, add: bool) {
+    if add {
+        *m.entry(k).or_default() += 1;
+    } else if let Some(v) = m.get_mut(&k) {
+        *v -= 1;
+        if *v == 0 {
+            m.remove(&k);
+        }
+    }
+}
+
+impl View {
+    /// A view with these arguments.
+    pub fn new(args: Args) -> Self {
+        View { args, ..Default::default() }
+    }
+
+    /// The current arguments.
+    pub fn args(&self) -> &Args {
+        &self.args
+    }
+
+    /// Replaces the arguments. Aggregates depend on the IMEX mode only at decision time, so this
+    /// needs no rebuild.
+    pub fn set_args(&mut self, args: Args) {
+        self.args = args;
+    }
+
+    /// The text of an interned string ("" for an unknown id).
+    pub fn str(&self, id: StrId) -> &str {
+        self.strings.get(id as usize).map_or("", String::as_str)
+    }
+
+    /// Applies deltas in order. On an error the deltas before the bad one stay applied.
+    pub fn apply(&mut self, deltas: impl IntoIterator<Item = Delta>) -> Result<()> {
+        for d in deltas {
+            self.apply_one(d)?;
+        }
+        Ok(())
+    }
+
+    fn check(&self, ids: &[StrId]) -> Result<()> {
+        match ids.iter().find(|&&id| id as usize >= self.strings.len()) {
+            Some(id) => Err(Error::InvalidInput(format!("string id {id} was never sent"))),
+            None => Ok(()),
+        }
+    }
+
+    fn apply_one(&mut self, d: Delta) -> Result<()> {
+        match d {
+            Delta::Strings(list) => {
+                for (id, s) in list {
+                    let i = id as usize;
+                    if i > self.strings.len() + (1 << 20) {
+                        return Err(Error::InvalidInput(format!("string id {id} leaves a gap too large")));
+                    }
+                    if self.strings.len() <= i {
+                        self.strings.resize(i + 1, String::new());
+                    }
+                    self.strings[i] = s;
+                }
+            }
+            Delta::UpsertNode(n) => {
+                self.check(&[n.name])?;
+                self.check(&n.clique_label.iter().chain(&n.domain_label).copied().collect::<Vec<_>>())?;
+                let name = n.name;
+                self.nodes.entry(name).or_default().fact = Some(n);
+                self.refresh_node(name);
+            }
+            Delta::RemoveNode(name) => {
+                if let Some(e) = self.nodes.get_mut(&name) {
+                    e.fact = None;
+                    self.refresh_node(name);
+                }
+            }
+            Delta::UpsertPod(p) => {
+                let mut ids = alloc::vec![p.key, p.namespace];
+                ids.extend(p.node);
+                for c in &p.claims {
+                    ids.push(c.name);
+                    ids.extend(c.template.iter().chain(&c.claim).chain(&c.generated));
+                }
+                self.check(&ids)?;
+                self.unlink_pod(p.key);
+                self.link_pod(p);
+            }
+            Delta::RemovePod(key) => {
+                self.unlink_pod(key);
+            }
+            Delta::UpsertClaim(c) => {
+                self.check(&[c.namespace, c.name])?;
+                self.check(&c.domain.iter().copied().collect::<Vec<_>>())?;
+                let k = (c.namespace, c.name);
+                self.claims.insert(k, c);
+                self.relink(self.pods_by_claim.get(&k).cloned());
+            }
+            Delta::RemoveClaim(ns, name) => {
+                if self.claims.remove(&(ns, name)).is_some() {
+                    self.relink(self.pods_by_claim.get(&(ns, name)).cloned());
+                }
+            }
+            Delta::UpsertTemplate(t) => {
+                self.check(&[t.namespace, t.name])?;
+                self.check(&t.domain.iter().copied().collect::<Vec<_>>())?;
+                let k = (t.namespace, t.name);
+                self.templates.insert(k, t);
+                self.relink(self.pods_by_template.get(&k).cloned());
+            }
+            Delta::RemoveTemplate(ns, name) => {
+                if self.templates.remove(&(ns, name)).is_some() {
+                    self.relink(self.pods_by_template.get(&(ns, name)).cloned());
+                }
+            }
+            Delta::UpsertDomain(d) => {
+                self.check(&[d.uid, d.namespace, d.name])?;
+                let uid = d.uid;
+                self.domain_facts.insert(uid, d);
+                self.refresh_domain(uid);
+            }
+            Delta::RemoveDomain(uid) => {
+                if self.domain_facts.remove(&uid).is_some() {
+                    self.refresh_domain(uid);
+                }
+            }
+            Delta::Reset => {
+                let args = core::mem::take(&mut self.args);
+                *self = View::new(args);
+            }
+        }
+        Ok(())
+    }
+
+    /// Re-resolves these pods (a claim or template they read changed).
+    fn relink(&mut self, pods: Option<BTreeSet<StrId>>) {
+        for key in pods.into_iter().flatten() {
+            if let Some(fact) = self.unlink_pod(key) {
+                self.link_pod(fact);
+            }
+        }
+    }
+
+    /// Removes a pod and everything it contributed; returns its fact.
+    pub(crate) fn unlink_pod(&mut self, key: StrId) -> Option<PodFact> {
+        let entry = self.pods.remove(&key)?;
+        for k in &entry.claim_refs {
+            if let Some(s) = self.pods_by_claim.get_mut(k) {
+                s.remove(&key);
+                if s.is_empty() {
+                    self.pods_by_claim.remove(k);
+                }
+            }
+        }
+        for k in &entry.template_refs {
+            if let Some(s) = self.pods_by_template.get_mut(k) {
+                s.remove(&key);
+                if s.is_empty() {
+                    self.pods_by_template.remove(k);
+                }
+            }
+        }
+        self.add_pod_contrib(&entry.contrib, false);
+        if let Some(d) = entry.contrib.domain {
+            self.refresh_domain(d);
+        }
+        if let (Some(node), true) = (entry.fact.node, entry.fact.placement != Placement::Pending) {
+            if let Some(n) = self.nodes.get_mut(&node) {
+                n.pods.remove(&key);
+            }
+            self.refresh_node(node);
+        }
+        Some(entry.fact)
+    }
+
+    /// Adds a pod (not present) and its contributions.
+    pub(crate) fn link_pod(&mut self, fact: PodFact) {
+        let key = fact.key;
+        let (member, gpu_use, claim_refs, template_refs) = self.resolve(&fact);
+        for k in &claim_refs {
+            self.pods_by_claim.entry(*k).or_default().insert(key);
+        }
+        for k in &template_refs {
+            self.pods_by_template.entry(*k).or_default().insert(key);
+        }
+        let placed_node = fact.node.filter(|_| fact.placement != Placement::Pending);
+        let entry = PodEntry {
+            fact,
+            member,
+            gpu_use,
+            claim_refs,
+            template_refs,
+            contrib: PodContrib::default(),
+        };
+        self.pods.insert(key, entry);
+        if let Some(node) = placed_node {
+            self.nodes.entry(node).or_default().pods.insert(key);
+            self.refresh_node(node);
+        }
+        self.refresh_pod_contrib(key);
+    }
+
+    /// Works out a pod's ComputeDomain and GPU use from its claims.
+    #[allow(clippy::type_complexity)]
+    fn resolve(
+        &self,
+        pod: &PodFact,
+    ) -> (core::result::Result<Option<Member>, String>, GpuDemand, Vec<ObjKey>, Vec<ObjKey>) {
+        let ns = pod.namespace;
+        let mut claim_refs = Vec::new();
+        let mut template_refs = Vec::new();
+        let mut gpus = GpuDemand { count: pod.gpus, all: false };
+        let mut member: Option<Member> = None;
+        let mut error: Option<String> = None;
+        for r in &pod.claims {
+            let found = if let Some(name) = r.generated.or(r.claim) {
+                claim_refs.push((ns, name));
+                match self.claims.get(&(ns, name)) {
+                    Some(c) => Some((c.domain, c.daemon, c.allocated_gpus.map_or(c.gpus, |n| GpuDemand { count: n, all: false }), (ns, name), false)),
+                    None if r.claim.is_some() && r.generated.is_none() => {
+                        error.get_or_insert_with(|| {
+                            format!(
+                                "pod {} uses ResourceClaim {}/{}, which does not exist",
+                                self.str(pod.key),
+                                self.str(ns),
+                                self.str(name)
+                            )
+                        });
+                        None
+                    }
+                    // A generated claim not seen yet: fall back to its template.
+                    None => None,
+                }
+            } else {
+                None
+            };
+            let found = match (found, r.template) {
+                (Some(f), _) => Some(f),
+                (None, Some(t)) => {
+                    template_refs.push((ns, t));
+                    match self.templates.get(&(ns, t)) {
+                        Some(t) => Some((t.domain, t.daemon, t.gpus, (ns, t.name), true)),
+                        None => {
+                            error.get_or_insert_with(|| {
+                                format!(
+                                    "pod {} claim {:?} uses ResourceClaimTemplate {}/{}, which does not exist",
+                                    self.str(pod.key),
+                                    self.str(r.name),
+                                    self.str(ns),
+                                    self.str(t)
+                                )
+                            });
+                            None
+                        }
+                    }
+                }
+                (None, None) => None,
+            };
+            let Some((domain, daemon, demand, via, via_template)) = found else { continue };
+            gpus.add(demand);
+            if let Some(domain) = domain {
+                match member {
+                    Some(m) if m.domain != domain => {
+                        error.get_or_insert_with(|| {
+                            format!(
+                                "pod {} has channels of two ComputeDomains ({} and {}); a pod belongs to at most one",
+                                self.str(pod.key),
+                                self.str(m.domain),
+                                self.str(domain)
+                            )
+                        });
+                    }
+                    Some(_) => {}
+                    None => member = Some(Member { domain, daemon, via, via_template }),
+                }
+            }
+        }
+        let member = match error {
+            Some(e) => Err(e),
+            None => Ok(member),
+        };
+        (member, gpus, claim_refs, template_refs)
+    }
+
+    fn pod_contrib(&self, e: &PodEntry) -> PodContrib {
+        let Ok(Some(m)) = e.member else { return PodContrib::default() };
+        if m.daemon {
+            return PodContrib::default();
+        }
+        let placed = matches!(e.fact.placement, Placement::Assumed | Placement::Bound);
+        let placed_in = e
+            .fact
+            .node
+            .filter(|_| placed)
+            .and_then(|n| self.nodes.get(&n))
+            .and_then(|n| n.summary.clique);
+        PodContrib { domain: Some(m.domain), placed_in, size_hint: e.fact.size_hint }
+    }
+
+    fn add_pod_contrib(&mut self, c: &PodContrib, add: bool) {
+        let Some(d) = c.domain else { return };
+        let dom = self.domains.entry(d).or_default();
+        if add {
+            dom.pods += 1;
+        } else {
+            dom.pods -= 1;
+        }
+        if let Some(cl) = c.placed_in {
+            bump(&mut dom.placed, cl, add);
+        }
+        if let Some(h) = c.size_hint {
+            bump(&mut dom.pod_hints, h, add);
+        }
+    }
+
+    fn refresh_pod_contrib(&mut self, key: StrId) {
+        let Some(e) = self.pods.get(&key) else { return };
+        let new = self.pod_contrib(e);
+        if new == e.contrib {
+            return;
+        }
+        let old = core::mem::replace(&mut self.pods.get_mut(&key).expect("present").contrib, new.clone());
+        self.add_pod_contrib(&old, false);
+        self.add_pod_contrib(&new, true);
+        for d in [old.domain, new.domain].into_iter().flatten() {
+            self.refresh_domain(d);
+        }
+    }
+
+    /// The number of pods a domain will have.
+    pub(crate) fn domain_size(&self, uid: StrId) -> u32 {
+        let agg = self.domains.get(&uid);
+        let placed = agg.map_or(0, Domain::placed_total);
+        let hinted = self
+            .domain_facts
+            .get(&uid)
+            .and_then(|d| d.size_hint)
+            .or_else(|| agg.and_then(|a| a.pod_hints.keys().next_back().copied()));
+        hinted.unwrap_or_else(|| agg.map_or(0, |a| a.pods)).max(placed)
+    }
+
+    /// Recomputes what a domain promises to its home clique.
+    fn refresh_domain(&mut self, uid: StrId) {
+        let Some(agg) = self.domains.get(&uid) else { return };
+        let new = agg.home().and_then(|home| {
+            let outstanding = self.domain_size(uid).saturating_sub(agg.placed_total());
+            (outstanding > 0).then_some((home, outstanding))
+        });
+        let old = agg.promise;
+        if old == new {
+            if agg.pods == 0 && agg.placed.is_empty() && agg.pod_hints.is_empty() {
+                self.domains.remove(&uid);
+            }
+            return;
+        }
+        if let Some((c, n)) = old
+            && let Some(cl) = self.cliques.get_mut(&c)
+        {
+            cl.promised -= n;
+            if cl.promised == 0 && cl.nodes.is_empty() {
+                self.cliques.remove(&c);
+            }
+        }
+        if let Some((c, n)) = new {
+            self.cliques.entry(c).or_default().promised += n;
+        }
+        let agg = self.domains.get_mut(&uid).expect("present");
+        agg.promise = new;
+        if agg.pods == 0 && agg.placed.is_empty() && agg.pod_hints.is_empty() && new.is_none() {
+            self.domains.remove(&uid);
+        }
+    }
+
+    fn summarize(&self, e: &NodeEntry) -> NodeSummary {
+        let Some(fact) = &e.fact else {
+            return NodeSummary { gpu_idle: true, ..Default::default() };
+        };
+        let (clique, malformed) = match fact.clique_label {
+            Some(l) => match label_kind(self.str(l)) {
+                LabelKind::Clique => (Some(l), false),
+                LabelKind::NoFabric => (None, false),
+                LabelKind::Malformed => (None, true),
+            },
+            None => (None, false),
+        };
+        let mut holders = Vec::new();
+        let mut workload = Vec::new();
+        if let Some(l) = fact.domain_label
+            && !self.str(l).is_empty()
+        {
+            holders.push(l);
+        }
+        let mut used = GpuDemand::default();
+        for key in &e.pods {
+            let Some(p) = self.pods.get(key) else { continue };
+            used.add(p.gpu_use);
+            if let Ok(Some(m)) = p.member {
+                holders.push(m.domain);
+                if !m.daemon {
+                    workload.push(m.domain);
+                }
+            }
+        }
+        holders.sort_unstable();
+        holders.dedup();
+        workload.sort_unstable();
+        workload.dedup();
+        NodeSummary {
+            clique,
+            usable: clique.is_some() && !fact.unschedulable,
+            gpus: fact.gpus,
+            gpu_idle: used.count == 0 && !used.all,
+            holders,
+            workload,
+            malformed,
+        }
+    }
+
+    fn add_node_summary(&mut self, name: StrId, s: &NodeSummary, add: bool) {
+        if s.malformed {
+            if add {
+                self.malformed.insert(name);
+            } else {
+                self.malformed.remove(&name);
+            }
+        }
+        let Some(c) = s.clique else { return };
+        if s.usable {
+            bump(&mut self.tray_sizes, s.gpus, add);
+        }
+        let cl = self.cliques.entry(c).or_default();
+        if add {
+            cl.nodes.insert(name);
+        } else {
+            cl.nodes.remove(&name);
+        }
+        if s.usable {
+            if add {
+                cl.usable += 1;
+            } else {
+                cl.usable -= 1;
+            }
+            bump(&mut cl.sizes, s.gpus, add);
+        }
+        if s.free() {
+            bump(&mut cl.free, s.gpus, add);
+        } else if add {
+            cl.busy.insert(name);
+        } else {
+            cl.busy.remove(&name);
+        }
+        if s.usable && s.gpu_idle {
+            bump(&mut cl.idle, s.gpus, add);
+            for &w in &s.workload {
+                bump(&mut cl.idle_with_workload, (w, s.gpus), add);
+            }
+            if let [h] = s.holders[..]
+                && !s.workload.contains(&h)
+            {
+                bump(&mut cl.held_idle, (h, s.gpus), add);
+            }
+        }
+        if cl.nodes.is_empty() && cl.promised == 0 {
+            self.cliques.remove(&c);
+        }
+    }
+
+    /// Recomputes a node's summary and moves its contribution.
+    fn refresh_node(&mut self, name: StrId) {
+        let Some(e) = self.nodes.get(&name) else { return };
+        let new = self.summarize(e);
+        if new == e.summary {
+            return;
+        }
+        let old = core::mem::replace(&mut self.nodes.get_mut(&name).expect("present").summary, new.clone());
+        self.add_node_summary(name, &old, false);
+        self.add_node_summary(name, &new, true);
+        let e = &self.nodes[&name];
+        if e.fact.is_none() && e.pods.is_empty() {
+            self.nodes.remove(&name);
+        } else if old.clique != new.clique {
+            // Placed pods now count for another clique.
+            let pods: Vec<StrId> = e.pods.iter().copied().collect();
+            for p in pods {
+                self.refresh_pod_contrib(p);
+            }
+        }
+    }
+
+    /// Trays of clique `c` a pod of `domain` could take now, counting only trays of `size` GPUs
+    /// when given.
+    pub(crate) fn available(&self, c: &Clique, domain: StrId, size: Option<u32>) -> u32 {
+        let sum = |m: &BTreeMap<u32, u32>| match size {
+            Some(s) => m.get(&s).copied().unwrap_or(0),
+            None => m.values().sum(),
+        };
+        let sum_for = |m: &BTreeMap<(StrId, u32), u32>| match size {
+            Some(s) => m.get(&(domain, s)).copied().unwrap_or(0),
+            None => m.range((domain, 0)..=(domain, u32::MAX)).map(|(_, v)| *v).sum(),
+        };
+        match self.args.imex_mode {
+            ImexMode::DriverManaged => sum(&c.free) + sum_for(&c.held_idle),
+            ImexMode::HostManaged => sum(&c.idle) - sum_for(&c.idle_with_workload),
+        }
+    }
+
+    /// Checks every aggregate against a recomputation from the facts (tests and debugging).
+    #[doc(hidden)]
+    pub fn assert_consistent(&self) {
+        let mut fresh = View::new(self.args.clone());
+        fresh.strings = self.strings.clone();
+        let mut deltas: Vec<Delta> = Vec::new();
+        deltas.extend(self.claims.values().cloned().map(Delta::UpsertClaim));
+        deltas.extend(self.templates.values().cloned().map(Delta::UpsertTemplate));
+        deltas.extend(self.domain_facts.values().cloned().map(Delta::UpsertDomain));
+        deltas.extend(self.nodes.values().filter_map(|n| n.fact.clone()).map(Delta::UpsertNode));
+        deltas.extend(self.pods.values().map(|p| Delta::UpsertPod(p.fact.clone())));
+        fresh.apply(deltas).expect("replay");
+        let dump = |v: &View| {
+            let cliques: Vec<_> = v
+                .cliques
+                .iter()
+                .map(|(k, c)| {
+                    (*k, c.nodes.clone(), c.usable, c.sizes.clone(), c.free.clone(), c.idle.clone(), c.held_idle.clone(), c.idle_with_workload.clone(), c.busy.clone(), c.promised)
+                })
+                .collect();
+            let domains: Vec<_> = v
+                .domains
+                .iter()
+                .map(|(k, d)| (*k, d.pods, d.placed.clone(), d.pod_hints.clone(), d.promise))
+                .collect();
+            format!("{cliques:?}\n{domains:?}\n{:?}\n{:?}", v.tray_sizes, v.malformed)
+        };
+        assert_eq!(dump(self), dump(&fresh), "incremental aggregates differ from a fresh rebuild");
+    }
+}
