@@ -19,6 +19,7 @@ pub mod runtime;
 pub use cdplace_policy::Code;
 pub use cluster::{Backend, Cluster, Decision, Overlay, Status};
 pub use error::{Error, Result};
+pub use extract::Kind;
 pub use runtime::{GuestInstance, Limits, Runtime};
 
 /// Where `make guest` leaves the policy component, relative to the workspace root.

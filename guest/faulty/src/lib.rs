@@ -1,7 +1,8 @@
 //! A test-only component with the cdplace world that misbehaves on demand, so the host's
 //! fail-closed handling is tested against real traps, endless loops and memory exhaustion.
 //! `configure` takes the fault: `"trap"`, `"loop"`, `"oom"` or anything else for none; the fault
-//! fires in `pre-filter`.
+//! fires in `pre-filter` for pods whose key starts with `fault/`, and every other pod is skipped,
+//! so a test can show that the host discards the broken instance and keeps serving.
 #![cfg_attr(target_arch = "wasm32", no_std)]
 
 #[cfg(target_arch = "wasm32")]
@@ -14,6 +15,7 @@ mod faulty {
 
     use alloc::string::String;
     use alloc::vec::Vec;
+    use core::cell::RefCell;
     use core::sync::atomic::{AtomicU8, Ordering};
 
     mod bindings {
@@ -25,6 +27,11 @@ mod faulty {
     use bindings::{OverlayOp, Settings};
 
     static FAULT: AtomicU8 = AtomicU8::new(0);
+
+    struct Strings(RefCell<Vec<String>>);
+    // SAFETY: a wasm32 component instance has exactly one thread.
+    unsafe impl Sync for Strings {}
+    static STRINGS: Strings = Strings(RefCell::new(Vec::new()));
 
     struct Faulty;
 
@@ -47,12 +54,26 @@ mod faulty {
             })
         }
 
-        fn apply(_: Vec<Delta>) -> Result<(), PolicyError> {
+        fn apply(deltas: Vec<Delta>) -> Result<(), PolicyError> {
+            let mut strings = STRINGS.0.borrow_mut();
+            for d in deltas {
+                if let Delta::Strings(list) = d {
+                    for (id, s) in list {
+                        let i = id as usize;
+                        if strings.len() <= i {
+                            strings.resize(i + 1, String::new());
+                        }
+                        strings[i] = s;
+                    }
+                }
+            }
             Ok(())
         }
 
-        fn pre_filter(_: u32, _: Vec<OverlayOp>) -> PreFilterResult {
-            match FAULT.load(Ordering::Relaxed) {
+        fn pre_filter(pod: u32, _: Vec<OverlayOp>) -> PreFilterResult {
+            let victim = STRINGS.0.borrow().get(pod as usize).is_some_and(|k| k.starts_with("fault/"));
+            let fault = if victim { FAULT.load(Ordering::Relaxed) } else { 0 };
+            match fault {
                 1 => panic!("injected trap"),
                 2 => {
                     let mut x: u64 = 0;
