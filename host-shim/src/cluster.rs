@@ -196,8 +196,7 @@ impl State {
             (None, None, Some(n)) => (Placement::Nominated, Some(n.clone())),
             _ => (Placement::Pending, None),
         };
-        let group_hint =
-            p.pod_group.as_ref().and_then(|g| self.pod_groups.get(&(ns.to_string(), g.clone()))).copied();
+        let group_hint = p.pod_group.as_ref().and_then(|g| self.pod_groups.get(&(ns.to_string(), g.clone()))).copied();
         let size_hint = p.own_hint.or(group_hint);
         let mut fact = p.fact.clone();
         fact.placement = placement;
@@ -225,7 +224,9 @@ impl State {
                 self.emit_node(&name);
             }
             Object::Pod { namespace, name, terminal: true, .. } => self.delete(Kind::Pod, &namespace, &name),
-            Object::Pod { namespace, name, node_name, nominated_node_name, claims, gpus, size_hint, pod_group, .. } => {
+            Object::Pod {
+                namespace, name, node_name, nominated_node_name, claims, gpus, size_hint, pod_group, ..
+            } => {
                 let key = Self::pod_key(&namespace, &name);
                 let claims = claims
                     .iter()
@@ -437,7 +438,11 @@ impl State {
             exclusive: r.exclusive,
             cliques,
             other: self.status(r, r.other),
-            nodes: r.nodes.iter().map(|n| (self.interner.text(n.node).to_string(), self.status(r, n.verdict))).collect(),
+            nodes: r
+                .nodes
+                .iter()
+                .map(|n| (self.interner.text(n.node).to_string(), self.status(r, n.verdict)))
+                .collect(),
             allowed_nodes,
         }
     }

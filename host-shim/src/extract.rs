@@ -208,10 +208,7 @@ fn size_annotation(v: &Value, key: &str, value: Option<&String>) -> Result<Optio
     let Some(s) = value else { return Ok(None) };
     match s.trim().parse::<u32>() {
         Ok(n) if n > 0 => Ok(Some(n)),
-        _ => Err(Error::InvalidObject(format!(
-            "{}: annotation {key}={s:?} must be a positive integer",
-            describe(v)
-        ))),
+        _ => Err(Error::InvalidObject(format!("{}: annotation {key}={s:?} must be a positive integer", describe(v)))),
     }
 }
 
@@ -261,7 +258,8 @@ pub fn extract(v: &Value, keys: &Keys) -> Result<Option<Object>> {
                 s.spec.devices.as_ref().map_or(0, |d| {
                     d.iter()
                         .filter(|d| {
-                            let ty = d.attributes.as_ref().and_then(|a| a.get("type")).and_then(|a| a.string.as_deref());
+                            let ty =
+                                d.attributes.as_ref().and_then(|a| a.get("type")).and_then(|a| a.string.as_deref());
                             ty.is_none_or(|t| t == "gpu")
                         })
                         .count() as u32
@@ -273,8 +271,8 @@ pub fn extract(v: &Value, keys: &Keys) -> Result<Option<Object>> {
         }
         Kind::ComputeDomain => {
             let meta = v.get("metadata").cloned().unwrap_or(Value::Null);
-            let meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta = typed(&meta)
-                .map_err(|e| Error::InvalidObject(format!("{}: metadata: {e}", describe(v))))?;
+            let meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta =
+                typed(&meta).map_err(|e| Error::InvalidObject(format!("{}: metadata: {e}", describe(v))))?;
             let name = required(v, "metadata.name", meta.name.clone())?;
             let namespace = required(v, "metadata.namespace", meta.namespace.clone())?;
             let uid = required(v, "metadata.uid", meta.uid.clone())?;
@@ -298,9 +296,13 @@ pub fn extract(v: &Value, keys: &Keys) -> Result<Option<Object>> {
             Object::Domain { namespace, name, uid, size_hint }
         }
         Kind::PodGroup => {
-            let name = required(v, "metadata.name", v.pointer("/metadata/name").and_then(Value::as_str).map(String::from))?;
-            let namespace =
-                required(v, "metadata.namespace", v.pointer("/metadata/namespace").and_then(Value::as_str).map(String::from))?;
+            let name =
+                required(v, "metadata.name", v.pointer("/metadata/name").and_then(Value::as_str).map(String::from))?;
+            let namespace = required(
+                v,
+                "metadata.namespace",
+                v.pointer("/metadata/namespace").and_then(Value::as_str).map(String::from),
+            )?;
             let min_count = match v.pointer("/spec/schedulingPolicy/gang/minCount") {
                 None | Some(Value::Null) => None,
                 Some(n) => match n.as_u64() {

@@ -37,7 +37,8 @@ fn membership_through_template_generated_claim_and_shared_claim() {
     objs.push(cd_pod(NS, "cd", "via-template"));
     // Generated claim named in the pod status; the claim carries no label, only the config.
     let mut generated = cd_pod(NS, "cd", "via-generated");
-    generated["status"]["resourceClaimStatuses"] = json!([{"name": "channel", "resourceClaimName": "via-generated-channel-x7k2p"}]);
+    generated["status"]["resourceClaimStatuses"] =
+        json!([{"name": "channel", "resourceClaimName": "via-generated-channel-x7k2p"}]);
     objs.push(channel_claim(NS, "via-generated-channel-x7k2p", "uid-cd"));
     objs.push(generated);
     // A shared claim named directly.
@@ -233,7 +234,8 @@ fn imex_daemon_pods_hold_their_node_and_are_skipped() {
     // The driver's daemon claim template lives in the driver namespace.
     let mut daemon_tpl = channel_template("nvidia-dra-driver", "computedomain-daemon-uid-other", "uid-other");
     daemon_tpl["metadata"]["labels"]["resource.nvidia.com/computeDomainTarget"] = json!("Daemon");
-    daemon_tpl["spec"]["spec"]["devices"]["config"][0]["opaque"]["parameters"]["kind"] = json!("ComputeDomainDaemonConfig");
+    daemon_tpl["spec"]["spec"]["devices"]["config"][0]["opaque"]["parameters"]["kind"] =
+        json!("ComputeDomainDaemonConfig");
     objs.push(daemon_tpl);
     objs.push(bound(
         pod("nvidia-dra-driver", "imex-daemon-x", Some("computedomain-daemon-uid-other-channel"), 0),
@@ -375,7 +377,11 @@ fn a_tray_with_any_gpu_in_use_is_not_free() {
     let d = t.decide(NS, "p");
     assert_eq!(
         verdict(&d, "a-00", Some(&c(1))),
-        (Code::Unschedulable, "node has GPUs in use by pod default/inference; a ComputeDomain pod needs a tray with no GPU in use", None)
+        (
+            Code::Unschedulable,
+            "node has GPUs in use by pod default/inference; a ComputeDomain pod needs a tray with no GPU in use",
+            None
+        )
     );
     assert_eq!(verdict(&d, "a-01", Some(&c(1))).0, Code::Success);
 }
@@ -394,12 +400,16 @@ fn a_started_domain_only_goes_to_its_clique() {
     let d = t.decide(NS, "p1");
     assert_eq!(d.status.code, Code::Success);
     assert!(d.exclusive);
-    assert_eq!(d.allowed_nodes.as_deref(), Some(&["a-00".to_string(), "a-01".into(), "a-02".into(), "a-03".into()][..]));
+    assert_eq!(
+        d.allowed_nodes.as_deref(),
+        Some(&["a-00".to_string(), "a-01".into(), "a-02".into(), "a-03".into()][..])
+    );
     assert_eq!(
         verdict(&d, "b-00", Some(&c(2))),
         (
             Code::UnschedulableAndUnresolvable,
-            format!("ComputeDomain team-a/cd already runs in NVLink clique {}; all its pods stay in that clique", c(1)).as_str(),
+            format!("ComputeDomain team-a/cd already runs in NVLink clique {}; all its pods stay in that clique", c(1))
+                .as_str(),
             None
         )
     );
@@ -474,7 +484,10 @@ fn a_domain_starts_only_where_all_its_pods_fit() {
     assert_eq!(d.status.code, Code::Unschedulable);
     assert_eq!(
         d.status.reason,
-        format!("ComputeDomain team-a/cd needs 7 free trays in one NVLink clique; the most any clique can offer now is 6 (clique {})", c(2))
+        format!(
+            "ComputeDomain team-a/cd needs 7 free trays in one NVLink clique; the most any clique can offer now is 6 (clique {})",
+            c(2)
+        )
     );
 }
 
@@ -639,7 +652,10 @@ fn unknown_or_bad_args_fail_with_exact_errors() {
             "{e}"
         );
         let e = Cluster::new(backend.clone(), r#"{"wholeTray":"Sometimes"}"#).unwrap_err();
-        assert!(e.to_string().contains("unknown variant `Sometimes`, expected one of `Require`, `Prefer`, `Off`"), "{e}");
+        assert!(
+            e.to_string().contains("unknown variant `Sometimes`, expected one of `Require`, `Prefer`, `Off`"),
+            "{e}"
+        );
         let e = Cluster::new(backend, r#"{"gpuDriver":"GPU.NVIDIA.COM"}"#).unwrap_err();
         assert_eq!(
             e.to_string(),

@@ -130,7 +130,12 @@ fn delta(d: wf::Delta) -> policy::Delta {
             claims: p
                 .claims
                 .into_iter()
-                .map(|c| policy::ClaimRef { name: c.name, template: c.template, claim: c.claim, generated: c.generated })
+                .map(|c| policy::ClaimRef {
+                    name: c.name,
+                    template: c.template,
+                    claim: c.claim,
+                    generated: c.generated,
+                })
                 .collect(),
             gpus: p.gpus,
             size_hint: p.size_hint,
@@ -163,4 +168,3 @@ fn delta(d: wf::Delta) -> policy::Delta {
         wf::Delta::Reset => D::Reset,
     }
 }
-

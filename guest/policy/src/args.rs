@@ -120,11 +120,7 @@ impl Args {
         check_dns_subdomain("gpuDriver", &self.gpu_driver)?;
         check_dns_subdomain("computeDomainDriver", &self.compute_domain_driver)?;
         if self.max_trays_per_clique == 0 || self.max_trays_per_clique > 1024 {
-            return Err(bad(
-                "maxTraysPerClique",
-                &self.max_trays_per_clique.to_string(),
-                "must be between 1 and 1024",
-            ));
+            return Err(bad("maxTraysPerClique", &self.max_trays_per_clique.to_string(), "must be between 1 and 1024"));
         }
         if self.reserve_trays_per_clique >= self.max_trays_per_clique {
             return Err(bad(
@@ -174,11 +170,7 @@ fn check_qualified_name(field: &str, v: &str) -> Result<(), Error> {
 }
 
 fn check_dns_subdomain(field: &str, v: &str) -> Result<(), Error> {
-    if is_dns_subdomain(v) {
-        Ok(())
-    } else {
-        Err(bad(field, v, "must be a lowercase DNS subdomain"))
-    }
+    if is_dns_subdomain(v) { Ok(()) } else { Err(bad(field, v, "must be a lowercase DNS subdomain")) }
 }
 
 fn is_dns_subdomain(v: &str) -> bool {

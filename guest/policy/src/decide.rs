@@ -129,7 +129,13 @@ impl View {
         }
     }
 
-    fn decide_member(&self, namespace: StrId, gpu_use: crate::facts::GpuDemand, m: Member, r: &mut Reasons) -> Decision {
+    fn decide_member(
+        &self,
+        namespace: StrId,
+        gpu_use: crate::facts::GpuDemand,
+        m: Member,
+        r: &mut Reasons,
+    ) -> Decision {
         let (via_ns, via_name) = m.via;
         let via = format!(
             "{} {}/{}",
@@ -193,7 +199,11 @@ impl View {
             let mut d = Decision {
                 status: Verdict::SUCCESS,
                 exclusive: true,
-                cliques: vec![CliqueVerdict { clique: home, verdict: Verdict::SUCCESS, score: self.scale(100, ask, clique) }],
+                cliques: vec![CliqueVerdict {
+                    clique: home,
+                    verdict: Verdict::SUCCESS,
+                    score: self.scale(100, ask, clique),
+                }],
                 other,
                 nodes: Vec::new(),
             };
@@ -254,10 +264,7 @@ impl View {
         }
         let no_clique = r.verdict(
             Code::UnschedulableAndUnresolvable,
-            format!(
-                "node is not an NVLink tray: label {} is absent or has an empty clique ID",
-                self.args.clique_label
-            ),
+            format!("node is not an NVLink tray: label {} is absent or has an empty clique ID", self.args.clique_label),
         );
         fits.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| self.str(a.1).cmp(self.str(b.1))));
         let too_small = r.verdict(
@@ -276,7 +283,11 @@ impl View {
         for (rank, &(_, id)) in fits.iter().enumerate() {
             let c = &self.cliques[&id];
             let score = 100u32.saturating_sub(rank as u32).max(1);
-            d.cliques.push(CliqueVerdict { clique: id, verdict: Verdict::SUCCESS, score: self.scale(score, ask, Some(c)) });
+            d.cliques.push(CliqueVerdict {
+                clique: id,
+                verdict: Verdict::SUCCESS,
+                score: self.scale(score, ask, Some(c)),
+            });
             self.node_overrides(c, ask, &cd, r, &mut d.nodes);
         }
         for (&id, c) in &self.cliques {
@@ -315,7 +326,9 @@ impl View {
                 tray - asked
             )
         } else {
-            format!("requests {asked} GPUs but trays have {tray} (wholeTray: Require: a ComputeDomain pod takes all GPUs of one tray)")
+            format!(
+                "requests {asked} GPUs but trays have {tray} (wholeTray: Require: a ComputeDomain pod takes all GPUs of one tray)"
+            )
         };
         r.verdict(Code::UnschedulableAndUnresolvable, text)
     }
@@ -336,15 +349,15 @@ impl View {
         let s = &e.summary;
         let fact = e.fact.as_ref()?;
         if !s.usable {
-            return Some(r.verdict(
-                Code::UnschedulableAndUnresolvable,
-                String::from("node is cordoned (spec.unschedulable)"),
-            ));
+            return Some(
+                r.verdict(Code::UnschedulableAndUnresolvable, String::from("node is cordoned (spec.unschedulable)")),
+            );
         }
         let pod_of = |domain: StrId| {
-            e.pods.iter().copied().find(|k| {
-                self.pods.get(k).is_some_and(|p| matches!(p.member, Ok(Some(m)) if m.domain == domain))
-            })
+            e.pods
+                .iter()
+                .copied()
+                .find(|k| self.pods.get(k).is_some_and(|p| matches!(p.member, Ok(Some(m)) if m.domain == domain)))
         };
         if s.workload.contains(&ask.domain) {
             let pod = pod_of(ask.domain).map_or("", |k| self.str(k));
@@ -382,11 +395,8 @@ impl View {
             return Some(r.verdict(Code::Unschedulable, text));
         }
         if !s.gpu_idle {
-            let user = e
-                .pods
-                .iter()
-                .copied()
-                .find(|k| self.pods.get(k).is_some_and(|p| p.gpu_use.count > 0 || p.gpu_use.all));
+            let user =
+                e.pods.iter().copied().find(|k| self.pods.get(k).is_some_and(|p| p.gpu_use.count > 0 || p.gpu_use.all));
             return Some(r.verdict(
                 Code::Unschedulable,
                 format!(

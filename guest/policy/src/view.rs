@@ -362,14 +362,7 @@ impl View {
             self.pods_by_template.entry(*k).or_default().insert(key);
         }
         let placed_node = fact.node.filter(|_| fact.placement != Placement::Pending);
-        let entry = PodEntry {
-            fact,
-            member,
-            gpu_use,
-            claim_refs,
-            template_refs,
-            contrib: PodContrib::default(),
-        };
+        let entry = PodEntry { fact, member, gpu_use, claim_refs, template_refs, contrib: PodContrib::default() };
         self.pods.insert(key, entry);
         if let Some(node) = placed_node {
             self.nodes.entry(node).or_default().pods.insert(key);
@@ -394,7 +387,13 @@ impl View {
             let found = if let Some(name) = r.generated.or(r.claim) {
                 claim_refs.push((ns, name));
                 match self.claims.get(&(ns, name)) {
-                    Some(c) => Some((c.domain, c.daemon, c.allocated_gpus.map_or(c.gpus, |n| GpuDemand { count: n, all: false }), (ns, name), false)),
+                    Some(c) => Some((
+                        c.domain,
+                        c.daemon,
+                        c.allocated_gpus.map_or(c.gpus, |n| GpuDemand { count: n, all: false }),
+                        (ns, name),
+                        false,
+                    )),
                     None if r.claim.is_some() && r.generated.is_none() => {
                         error.get_or_insert_with(|| {
                             format!(
@@ -466,12 +465,7 @@ impl View {
             return PodContrib::default();
         }
         let placed = matches!(e.fact.placement, Placement::Assumed | Placement::Bound);
-        let placed_in = e
-            .fact
-            .node
-            .filter(|_| placed)
-            .and_then(|n| self.nodes.get(&n))
-            .and_then(|n| n.summary.clique);
+        let placed_in = e.fact.node.filter(|_| placed).and_then(|n| self.nodes.get(&n)).and_then(|n| n.summary.clique);
         PodContrib { domain: Some(m.domain), placed_in, size_hint: e.fact.size_hint }
     }
 
@@ -699,14 +693,22 @@ impl View {
                 .cliques
                 .iter()
                 .map(|(k, c)| {
-                    (*k, c.nodes.clone(), c.usable, c.sizes.clone(), c.free.clone(), c.idle.clone(), c.held_idle.clone(), c.idle_with_workload.clone(), c.busy.clone(), c.promised)
+                    (
+                        *k,
+                        c.nodes.clone(),
+                        c.usable,
+                        c.sizes.clone(),
+                        c.free.clone(),
+                        c.idle.clone(),
+                        c.held_idle.clone(),
+                        c.idle_with_workload.clone(),
+                        c.busy.clone(),
+                        c.promised,
+                    )
                 })
                 .collect();
-            let domains: Vec<_> = v
-                .domains
-                .iter()
-                .map(|(k, d)| (*k, d.pods, d.placed.clone(), d.pod_hints.clone(), d.promise))
-                .collect();
+            let domains: Vec<_> =
+                v.domains.iter().map(|(k, d)| (*k, d.pods, d.placed.clone(), d.pod_hints.clone(), d.promise)).collect();
             format!("{cliques:?}\n{domains:?}\n{:?}\n{:?}", v.tray_sizes, v.malformed)
         };
         assert_eq!(dump(self), dump(&fresh), "incremental aggregates differ from a fresh rebuild");

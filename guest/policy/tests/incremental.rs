@@ -131,7 +131,11 @@ fn check_seed(seed: u64, args: Args) {
             let mut fresh = View::new(args.clone());
             fresh.apply(log.clone()).unwrap();
             for p in 0..PODS {
-                assert_eq!(view.pre_filter(pod_id(p), &[]), fresh.pre_filter(pod_id(p), &[]), "seed {seed} step {step}");
+                assert_eq!(
+                    view.pre_filter(pod_id(p), &[]),
+                    fresh.pre_filter(pod_id(p), &[]),
+                    "seed {seed} step {step}"
+                );
             }
         }
     }
@@ -139,7 +143,10 @@ fn check_seed(seed: u64, args: Args) {
     view.assert_consistent();
     let before: Vec<_> = (0..PODS).map(|p| view.pre_filter(pod_id(p), &[])).collect();
     for p in 0..PODS {
-        let ops = [OverlayOp::RemovePod(pod_id((p + 1) % PODS)), OverlayOp::AddPod(pod_id((p + 2) % PODS), node_id(p % NODES))];
+        let ops = [
+            OverlayOp::RemovePod(pod_id((p + 1) % PODS)),
+            OverlayOp::AddPod(pod_id((p + 2) % PODS), node_id(p % NODES)),
+        ];
         view.pre_filter(pod_id(p), &ops);
     }
     view.assert_consistent();
@@ -165,6 +172,9 @@ fn incremental_aggregates_match_a_rebuild_host_managed() {
 #[test]
 fn an_unknown_string_id_is_invalid_input() {
     let mut v = View::new(Args::default());
-    let e = v.apply([Delta::RemovePod(3), Delta::UpsertNode(NodeFact { name: 7, clique_label: None, unschedulable: false, gpus: 4, domain_label: None })]);
+    let e = v.apply([
+        Delta::RemovePod(3),
+        Delta::UpsertNode(NodeFact { name: 7, clique_label: None, unschedulable: false, gpus: 4, domain_label: None }),
+    ]);
     assert_eq!(e.unwrap_err().to_string(), "invalid input: string id 7 was never sent");
 }

@@ -128,10 +128,12 @@ pub fn gpu_slice(node: &str, gpus: u32) -> Value {
 /// A pod asking `gpus` GPUs through the extended resource and, when `template` is given, a
 /// claim from that template.
 pub fn pod(ns: &str, name: &str, template: Option<&str>, gpus: u32) -> Value {
-    let claims: Vec<Value> = template.iter().map(|t| json!({"name": "channel", "resourceClaimTemplateName": t})).collect();
+    let claims: Vec<Value> =
+        template.iter().map(|t| json!({"name": "channel", "resourceClaimTemplateName": t})).collect();
     let mut resources = json!({});
     if gpus > 0 {
-        resources = json!({"limits": {"nvidia.com/gpu": gpus.to_string()}, "requests": {"nvidia.com/gpu": gpus.to_string()}});
+        resources =
+            json!({"limits": {"nvidia.com/gpu": gpus.to_string()}, "requests": {"nvidia.com/gpu": gpus.to_string()}});
     }
     json!({
         "apiVersion": "v1", "kind": "Pod",
