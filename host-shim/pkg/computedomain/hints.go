@@ -1,0 +1,197 @@
+package computedomain
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/util"
+)
+
+// DomainLabel is the node label the NVIDIA driver sets at Prepare and removes at Unprepare.
+const DomainLabel = "resource.nvidia.com/computeDomain"
+
+// Custom resources are named resource.version.group for the scheduler's dynamic informers.
+const (
+	computeDomainResource fwk.EventResource = "computedomains.v1beta1.resource.nvidia.com"
+	claimTemplateResource fwk.EventResource = "resourceclaimtemplates.v1.resource.k8s.io"
+)
+
+// EventsToRegister implements fwk.EnqueueExtensions: a rejected ComputeDomain pod is retried
+// only when something that could help happens.
+func (p *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: p.isSchedulableAfterPodDeleted},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Add}, QueueingHintFn: p.isSchedulableAfterPodBound},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint | fwk.UpdateNodeAllocatable}, QueueingHintFn: p.isSchedulableAfterNodeChange},
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: p.isSchedulableAfterClaimChange},
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: p.isSchedulableAfterSliceChange},
+		{Event: fwk.ClusterEvent{Resource: computeDomainResource, ActionType: fwk.Add | fwk.Delete}, QueueingHintFn: p.isSchedulableAfterComputeDomainChange},
+		{Event: fwk.ClusterEvent{Resource: claimTemplateResource, ActionType: fwk.Add}, QueueingHintFn: p.isSchedulableAfterTemplateAdded},
+	}, nil
+}
+
+// isSchedulableAfterPodDeleted: a placed pod that held GPUs or claims freed its tray.
+func (p *Plugin) isSchedulableAfterPodDeleted(logger klog.Logger, pod *v1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
+	deleted, _, err := util.As[*v1.Pod](oldObj, nil)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	if p.usesAccelerators(deleted) {
+		logger.V(5).Info("pod holding accelerators deleted", "pod", klog.KObj(pod), "deleted", klog.KObj(deleted))
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+// isSchedulableAfterPodBound: a pod of the same ComputeDomain (same namespace, same channel
+// template or claim) was bound: the domain now has a clique.
+func (p *Plugin) isSchedulableAfterPodBound(logger klog.Logger, pod *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {
+	_, bound, err := util.As[*v1.Pod](nil, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	if bound.Namespace == pod.Namespace && sharesClaimSource(pod, bound) {
+		logger.V(5).Info("pod of the same domain bound", "pod", klog.KObj(pod), "bound", klog.KObj(bound))
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+func sharesClaimSource(a, b *v1.Pod) bool {
+	for _, x := range a.Spec.ResourceClaims {
+		for _, y := range b.Spec.ResourceClaims {
+			if x.ResourceClaimTemplateName != nil && y.ResourceClaimTemplateName != nil && *x.ResourceClaimTemplateName == *y.ResourceClaimTemplateName {
+				return true
+			}
+			if x.ResourceClaimName != nil && y.ResourceClaimName != nil && *x.ResourceClaimName == *y.ResourceClaimName {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isSchedulableAfterNodeChange: a new NVLink tray, a clique label set or changed, the driver's
+// domain label removed or changed, a tray uncordoned, or more GPUs.
+func (p *Plugin) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	oldNode, newNode, err := util.As[*v1.Node](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	clique := newNode.Labels[p.keys.CliqueLabel]
+	if oldNode == nil {
+		if clique != "" {
+			return fwk.Queue, nil
+		}
+		return fwk.QueueSkip, nil
+	}
+	gpus := v1.ResourceName(p.keys.GPUResourceName)
+	oldGPUs, newGPUs := oldNode.Status.Allocatable[gpus], newNode.Status.Allocatable[gpus]
+	switch {
+	case clique != oldNode.Labels[p.keys.CliqueLabel] && clique != "":
+	case oldNode.Labels[DomainLabel] != "" && oldNode.Labels[DomainLabel] != newNode.Labels[DomainLabel]:
+	case oldNode.Spec.Unschedulable && !newNode.Spec.Unschedulable:
+	case newGPUs.Cmp(oldGPUs) > 0:
+	default:
+		return fwk.QueueSkip, nil
+	}
+	logger.V(5).Info("node change may help", "pod", klog.KObj(pod), "node", klog.KObj(newNode))
+	return fwk.Queue, nil
+}
+
+// isSchedulableAfterClaimChange: a claim was deallocated or deleted (its tray may be free), or
+// a claim the pod waits for appeared.
+func (p *Plugin) isSchedulableAfterClaimChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	oldClaim, newClaim, err := util.As[*resourceapi.ResourceClaim](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	switch {
+	case newClaim == nil: // deleted
+		if oldClaim != nil && oldClaim.Status.Allocation != nil {
+			return fwk.Queue, nil
+		}
+	case oldClaim == nil: // added
+		if newClaim.Namespace == pod.Namespace && podNamesClaim(pod, newClaim.Name) {
+			logger.V(5).Info("claim of the pod created", "pod", klog.KObj(pod), "claim", klog.KObj(newClaim))
+			return fwk.Queue, nil
+		}
+	case oldClaim.Status.Allocation != nil && newClaim.Status.Allocation == nil:
+		logger.V(5).Info("claim deallocated", "pod", klog.KObj(pod), "claim", klog.KObj(newClaim))
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+func podNamesClaim(pod *v1.Pod, name string) bool {
+	for _, c := range pod.Spec.ResourceClaims {
+		if c.ResourceClaimName != nil && *c.ResourceClaimName == name {
+			return true
+		}
+	}
+	for _, s := range pod.Status.ResourceClaimStatuses {
+		if s.ResourceClaimName != nil && *s.ResourceClaimName == name {
+			return true
+		}
+	}
+	return false
+}
+
+// isSchedulableAfterSliceChange: the GPU driver published devices for a node.
+func (p *Plugin) isSchedulableAfterSliceChange(_ klog.Logger, _ *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {
+	_, slice, err := util.As[*resourceapi.ResourceSlice](nil, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	if slice.Spec.Driver == p.keys.GPUDriver && slice.Spec.NodeName != nil {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+func unstructuredOf(oldObj, newObj any) (*unstructured.Unstructured, error) {
+	obj := newObj
+	if obj == nil {
+		obj = oldObj
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("unexpected object %T", obj)
+	}
+	return u, nil
+}
+
+// isSchedulableAfterComputeDomainChange: a ComputeDomain in the pod's namespace appeared (the
+// pod may have waited for it) or was deleted (its pods and promises go away).
+func (p *Plugin) isSchedulableAfterComputeDomainChange(_ klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	u, err := unstructuredOf(oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	if newObj == nil || u.GetNamespace() == pod.Namespace {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+// isSchedulableAfterTemplateAdded: the template the pod names was created (by the driver).
+func (p *Plugin) isSchedulableAfterTemplateAdded(_ klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	u, err := unstructuredOf(oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	if u.GetNamespace() != pod.Namespace {
+		return fwk.QueueSkip, nil
+	}
+	for _, c := range pod.Spec.ResourceClaims {
+		if c.ResourceClaimTemplateName != nil && *c.ResourceClaimTemplateName == u.GetName() {
+			return fwk.Queue, nil
+		}
+	}
+	return fwk.QueueSkip, nil
+}

@@ -1,0 +1,149 @@
+package computedomain
+
+import (
+	"reflect"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
+)
+
+func TestPodsWithoutComputeDomainAreSkipped(t *testing.T) {
+	plain := makePod("plain", "", 4)
+	e := newEnv(t, "", rack("a", 1, 2), nil, plain)
+	r := e.schedule(plain)
+	if !r.preFilter.IsSuccess() || !r.skipped {
+		t.Fatalf("want Skip, got %v skipped=%v", r.preFilter, r.skipped)
+	}
+	for node, st := range r.filter {
+		if !st.IsSuccess() {
+			t.Errorf("%s: plugin must not filter a skipped pod: %v", node, st)
+		}
+	}
+}
+
+func TestBestFitAcrossCliquesThroughTheFramework(t *testing.T) {
+	nodes := append(append(rack("a", 1, 10), rack("b", 2, 5)...), makeNode("cpu-0", 0, 0))
+	pods := []*v1.Pod{cdPod("cd", "p0"), cdPod("cd", "p1"), cdPod("cd", "p2"), cdPod("cd", "p3")}
+	e := newEnv(t, "", nodes, []*unstructured.Unstructured{computeDomain("cd", "uid-cd", 0)},
+		channelTemplate("cd", "uid-cd"), pods[0], pods[1], pods[2], pods[3])
+	r := e.schedule(pods[0])
+	wantCode(t, "prefilter", r.preFilter, fwk.Success, "")
+	if r.allowed != nil {
+		t.Fatalf("a domain that has not started is not restricted: %v", r.allowed)
+	}
+	wantCode(t, "cpu-0", r.filter["cpu-0"], fwk.UnschedulableAndUnresolvable, "is not an NVLink tray")
+	if r.score["b-00"] <= r.score["a-00"] {
+		t.Fatalf("5 free trays fit 4 pods better than 10: b=%d a=%d", r.score["b-00"], r.score["a-00"])
+	}
+}
+
+func TestAStartedDomainIsRestrictedToItsClique(t *testing.T) {
+	nodes := append(rack("a", 1, 3), rack("b", 2, 3)...)
+	p1 := cdPod("cd", "p1")
+	e := newEnv(t, "", nodes, []*unstructured.Unstructured{computeDomain("cd", "uid-cd", 0)},
+		channelTemplate("cd", "uid-cd"), boundTo(cdPod("cd", "p0"), "a-00"), p1)
+	r := e.schedule(p1)
+	wantCode(t, "prefilter", r.preFilter, fwk.Success, "")
+	if want := []string{"a-00", "a-01", "a-02"}; !reflect.DeepEqual(r.allowed, want) {
+		t.Fatalf("PreFilterResult %v, want %v", r.allowed, want)
+	}
+	wantCode(t, "a-00", r.filter["a-00"], fwk.Unschedulable, "already runs pod team-a/p0")
+	wantCode(t, "b-00", r.filter["b-00"], fwk.UnschedulableAndUnresolvable, "already runs in NVLink clique")
+	wantCode(t, "a-01", r.filter["a-01"], fwk.Success, "")
+}
+
+func TestPreFilterRejectionsCarryThePolicyReason(t *testing.T) {
+	nodes := rack("a", 1, 18)
+	six := makePod("six-0", "six-channel", 2)
+	big := cdPod("big", "big-0")
+	e := newEnv(t, "", nodes,
+		[]*unstructured.Unstructured{computeDomain("six", "uid-six", 0), computeDomain("big", "uid-big", 24)},
+		channelTemplate("six", "uid-six"), channelTemplate("big", "uid-big"), six, big)
+	wantCode(t, "6-GPU domain", e.schedule(six).preFilter, fwk.UnschedulableAndUnresolvable,
+		"requests 2 of 4 GPUs per tray; would strand 2")
+	wantCode(t, "24-tray domain", e.schedule(big).preFilter, fwk.UnschedulableAndUnresolvable,
+		"needs 24 trays in one NVLink clique, but the largest clique has 18 usable trays")
+}
+
+func TestOneDomainPerNodeAndTheStaleLabel(t *testing.T) {
+	nodes := rack("a", 1, 3)
+	nodes[2].Labels[DomainLabel] = "uid-gone"
+	p := cdPod("mine", "p")
+	e := newEnv(t, "", nodes,
+		[]*unstructured.Unstructured{computeDomain("mine", "uid-mine", 1), computeDomain("other", "uid-other", 1)},
+		channelTemplate("mine", "uid-mine"), channelTemplate("other", "uid-other"),
+		boundTo(cdPod("other", "o"), "a-00"), p)
+	r := e.schedule(p)
+	wantCode(t, "a-00", r.filter["a-00"], fwk.Unschedulable, "held by ComputeDomain team-a/other")
+	wantCode(t, "a-02", r.filter["a-02"], fwk.Unschedulable, "still carries resource.nvidia.com/computeDomain=uid-gone")
+	wantCode(t, "a-01", r.filter["a-01"], fwk.Success, "")
+
+	// Host-managed IMEX: no node label, domains may share (a zero-GPU pod of other is there).
+	e = newEnv(t, `{"imexMode":"HostManaged"}`, rack("a", 1, 3),
+		[]*unstructured.Unstructured{computeDomain("mine", "uid-mine", 1), computeDomain("other", "uid-other", 1)},
+		channelTemplate("mine", "uid-mine"), channelTemplate("other", "uid-other"),
+		boundTo(makePod("o", "other-channel", 0), "a-00"), cdPod("mine", "p"))
+	wantCode(t, "host-managed a-00", e.schedule(cdPod("mine", "p")).filter["a-00"], fwk.Success, "")
+}
+
+func TestAddPodAndRemovePodChangeFilter(t *testing.T) {
+	nodes := rack("a", 1, 3)
+	batch := boundTo(makePod("batch", "", 4), "a-00")
+	other := cdPod("other", "o")
+	p := cdPod("cd", "p")
+	e := newEnv(t, "", nodes,
+		[]*unstructured.Unstructured{computeDomain("cd", "uid-cd", 1), computeDomain("other", "uid-other", 1)},
+		channelTemplate("cd", "uid-cd"), channelTemplate("other", "uid-other"), batch, other, p)
+	r := e.schedule(p)
+	wantCode(t, "a-00 before", r.filter["a-00"], fwk.Unschedulable, "GPUs in use by pod team-a/batch")
+	infos := tf.BuildNodeInfos(e.nodes)
+
+	// Preemption's dry run on a clone: remove the batch pod, then a-00 is free.
+	clone := r.state.Clone()
+	batchInfo, _ := framework.NewPodInfo(batch)
+	if st := e.fh.RunPreFilterExtensionRemovePod(e.ctx, clone, p, batchInfo, infos[0]); !st.IsSuccess() {
+		t.Fatalf("RemovePod: %v", st)
+	}
+	wantCode(t, "a-00 after RemovePod", e.fh.RunFilterPlugins(e.ctx, clone, p, infos[0]), fwk.Success, "")
+	// AddPod of a nominated pod of another domain holds a-01.
+	otherInfo, _ := framework.NewPodInfo(other)
+	if st := e.fh.RunPreFilterExtensionAddPod(e.ctx, clone, p, otherInfo, infos[1]); !st.IsSuccess() {
+		t.Fatalf("AddPod: %v", st)
+	}
+	wantCode(t, "a-01 after AddPod", e.fh.RunFilterPlugins(e.ctx, clone, p, infos[1]), fwk.Unschedulable, "pod team-a/o is nominated here")
+	// The original cycle state is untouched by the clone's changes.
+	wantCode(t, "a-00 original", e.fh.RunFilterPlugins(e.ctx, r.state, p, infos[0]), fwk.Unschedulable, "")
+	wantCode(t, "a-01 original", e.fh.RunFilterPlugins(e.ctx, r.state, p, infos[1]), fwk.Success, "")
+}
+
+func TestReserveCountsAtOnceAndUnreserveRestores(t *testing.T) {
+	nodes := rack("a", 1, 2)
+	x0, y0 := cdPod("x", "x0"), cdPod("y", "y0")
+	e := newEnv(t, "", nodes,
+		[]*unstructured.Unstructured{computeDomain("x", "uid-x", 1), computeDomain("y", "uid-y", 2)},
+		channelTemplate("x", "uid-x"), channelTemplate("y", "uid-y"), x0, y0)
+	wantCode(t, "y0 before", e.schedule(y0).preFilter, fwk.Success, "")
+	state := framework.NewCycleState()
+	if st := e.fh.RunReservePluginsReserve(e.ctx, state, x0, "a-00"); !st.IsSuccess() {
+		t.Fatalf("reserve: %v", st)
+	}
+	wantCode(t, "y0 after reserve", e.schedule(y0).preFilter, fwk.Unschedulable, "needs 2 free trays")
+	e.fh.RunReservePluginsUnreserve(e.ctx, state, x0, "a-00")
+	wantCode(t, "y0 after unreserve", e.schedule(y0).preFilter, fwk.Success, "")
+}
+
+func TestInformerUpdatesReachThePolicy(t *testing.T) {
+	nodes := rack("a", 1, 2)
+	p := cdPod("cd", "p")
+	e := newEnv(t, "", nodes, []*unstructured.Unstructured{computeDomain("cd", "uid-cd", 2)}, p)
+	wantCode(t, "no template", e.schedule(p).preFilter, fwk.UnschedulableAndUnresolvable, "which does not exist")
+	if _, err := e.client.ResourceV1().ResourceClaimTemplates(ns).Create(e.ctx, channelTemplate("cd", "uid-cd"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return e.schedule(p).preFilter.IsSuccess() })
+}
