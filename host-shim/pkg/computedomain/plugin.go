@@ -84,6 +84,9 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err := config.Validate(field.NewPath("pluginConfig").Key(Name).Child("args"), args); err != nil {
 		return nil, err
 	}
+	if h == nil {
+		return nil, fmt.Errorf("%s needs a framework handle", Name)
+	}
 	rt, err := loadRuntime(args)
 	if err != nil {
 		return nil, err
