@@ -1,41 +1,62 @@
 # cdplace — build and test entry points. `make test` is what CI runs (.ci/run).
+# Everything Rust is built in the release profile once and shared by tests, the C ABI smoke
+# test, the benchmark and the Go adapter (wasmtime compiling the component in a debug build is
+# ~20x slower, which would dominate the test time).
 CARGO ?= cargo
+GO ?= go
 CC ?= cc
 GUEST_DIR := target/wasm32-wasip2/guest
 GUEST := $(GUEST_DIR)/cdplace_guest.wasm
 FAULTY := $(GUEST_DIR)/cdplace_faulty_guest.wasm
+HOSTLIB := target/release/libcdplace_host.a
+SCHEDULER := target/go/kube-scheduler
+EMBEDDED_GUEST := host-shim/internal/cdplace/guest/cdplace_guest.wasm
 LINK_LIBS := -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 
-.PHONY: all guest build test test-rust test-c lint bench bench-smoke demo clean
+.PHONY: all guest build scheduler test test-rust test-c test-go lint lint-go bench bench-smoke bench-framework demo clean
 
-all: build
+all: build scheduler
 
 ## guest: the policy component (and the test-only faulty component), wasm32-wasip2
 guest:
 	$(CARGO) build -p cdplace-guest -p cdplace-faulty-guest --target wasm32-wasip2 --profile guest
 
-## build: the guest, the `cdplace` CLI and libcdplace_host.a (release), guest copied beside the CLI
+## build: the guest, the `cdplace` CLI and libcdplace_host.a, the guest copied beside the CLI
 build: guest
 	$(CARGO) build --release -p cdplace-host
 	cp $(GUEST) target/release/cdplace_guest.wasm
 
-## test: everything CI checks
-test: guest lint test-rust test-c bench-smoke
+## scheduler: kube-scheduler v1.37 with ComputeDomainPlacement (the guest embedded)
+scheduler: build
+	cp $(GUEST) $(EMBEDDED_GUEST)
+	mkdir -p target/go
+	cd host-shim && $(GO) build -o ../$(SCHEDULER) ./cmd/kube-scheduler
 
-test-rust: guest
-	$(CARGO) test --workspace
+## test: everything CI checks
+test: lint test-rust test-c test-go bench-smoke
+
+test-rust: build
+	$(CARGO) test --workspace --release
 
 ## test-c: the C ABI driven from C through include/cdplace.h
-test-c: guest
-	$(CARGO) build -p cdplace-host
-	$(CC) -Wall -Wextra -Werror -O1 -o target/debug/cabi-smoke host-shim/tests/c/smoke.c \
-		-Ihost-shim/include target/debug/libcdplace_host.a $(LINK_LIBS)
-	target/debug/cabi-smoke $(GUEST) $(FAULTY)
+test-c: build
+	$(CC) -Wall -Wextra -Werror -O1 -o target/release/cabi-smoke host-shim/tests/c/smoke.c \
+		-Ihost-shim/include $(HOSTLIB) $(LINK_LIBS)
+	target/release/cabi-smoke $(GUEST) $(FAULTY)
 
-lint:
+## test-go: the plugin through the real scheduling framework, the shipped configs, the binary
+test-go: scheduler lint-go
+	cd host-shim && CDPLACE_SCHEDULER_BIN=$(CURDIR)/$(SCHEDULER) $(GO) test ./...
+
+lint: guest
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --release -- -D warnings
 	$(CARGO) clippy -p cdplace-guest -p cdplace-faulty-guest --target wasm32-wasip2 --profile guest -- -D warnings
+
+lint-go: build
+	cp $(GUEST) $(EMBEDDED_GUEST)
+	@test -z "$$(cd host-shim && gofmt -l .)" || { echo "gofmt would change:"; cd host-shim && gofmt -l .; exit 1; }
+	cd host-shim && $(GO) vet ./...
 
 ## bench: wasm vs native policy cost at 500 / 5,000 / 20,000 trays (results in target/bench/)
 bench: guest
@@ -44,7 +65,12 @@ bench: guest
 bench-smoke: guest
 	$(CARGO) bench -p cdplace-host --bench policy -- --quick
 
-## demo: explain where an example ComputeDomain pod goes on a two-clique cluster snapshot
+## bench-framework: per-pod PreFilter+Filter+Score inside the scheduling framework, 5,000 nodes,
+## with and without ComputeDomainPlacement
+bench-framework: scheduler
+	cd host-shim && $(GO) test ./pkg/computedomain -run '^$$' -bench . -benchtime 200x -count 5
+
+## demo: explain where example ComputeDomain pods may go on a two-rack cluster snapshot
 demo: build
 	target/release/cdplace explain --snapshot examples/snapshot.yaml --pod training/trainer-1
 	target/release/cdplace explain --snapshot examples/snapshot.yaml --pod training/big-0

@@ -11,15 +11,39 @@ use crate::facts::{OverlayOp, Placement, PodFact, StrId};
 use crate::verdict::{CliqueVerdict, Code, NodeVerdict, PreFilterResult, Verdict};
 use crate::view::{Clique, Member, View};
 
-/// Collects reason texts, each once.
+/// Collects reason texts, each once. Per-node reasons are shared by every node with the same
+/// cause (kind and subject), so one call formats a handful of texts, not one per node; this also
+/// keeps the scheduler's "0/N nodes are available" summary short.
 struct Reasons {
     texts: Vec<String>,
     index: BTreeMap<String, u32>,
+    by_cause: BTreeMap<(Cause, StrId), Verdict>,
+}
+
+/// Why a node of an allowed clique is rejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Cause {
+    Cordoned,
+    SameDomain,
+    HeldByPod,
+    HeldByLabel,
+    GpusInUse,
+    TraySize,
 }
 
 impl Reasons {
     fn new() -> Self {
-        Reasons { texts: vec![String::new()], index: BTreeMap::new() }
+        Reasons { texts: vec![String::new()], index: BTreeMap::new(), by_cause: BTreeMap::new() }
+    }
+
+    /// The verdict for a cause, formatting its text only the first time.
+    fn cause(&mut self, cause: Cause, subject: StrId, code: Code, text: impl FnOnce() -> String) -> Verdict {
+        if let Some(&v) = self.by_cause.get(&(cause, subject)) {
+            return v;
+        }
+        let v = self.verdict(code, text());
+        self.by_cause.insert((cause, subject), v);
+        v
     }
 
     fn verdict(&mut self, code: Code, text: String) -> Verdict {
@@ -349,75 +373,60 @@ impl View {
         let s = &e.summary;
         let fact = e.fact.as_ref()?;
         if !s.usable {
-            return Some(
-                r.verdict(Code::UnschedulableAndUnresolvable, String::from("node is cordoned (spec.unschedulable)")),
-            );
+            return Some(r.cause(Cause::Cordoned, 0, Code::UnschedulableAndUnresolvable, || {
+                String::from("node is cordoned (spec.unschedulable)")
+            }));
         }
-        let pod_of = |domain: StrId| {
-            e.pods
-                .iter()
-                .copied()
-                .find(|k| self.pods.get(k).is_some_and(|p| matches!(p.member, Ok(Some(m)) if m.domain == domain)))
-        };
         if s.workload.contains(&ask.domain) {
-            let pod = pod_of(ask.domain).map_or("", |k| self.str(k));
-            return Some(r.verdict(
-                Code::Unschedulable,
+            return Some(r.cause(Cause::SameDomain, ask.domain, Code::Unschedulable, || {
                 format!(
-                    "node already runs pod {pod} of ComputeDomain {cd}; a domain has one workload pod per node (channel 0 is exclusive)"
-                ),
-            ));
+                    "node already runs a pod of ComputeDomain {cd}; a domain has one workload pod per node (channel 0 is exclusive)"
+                )
+            }));
         }
         if self.args.imex_mode == ImexMode::DriverManaged
             && let Some(&other) = s.holders.iter().find(|&&h| h != ask.domain)
         {
-            let text = match pod_of(other) {
-                Some(k) => {
-                    let p = &self.pods[&k];
-                    let how = match p.fact.placement {
-                        Placement::Bound => "bound",
-                        Placement::Assumed => "assumed",
-                        Placement::Nominated => "nominated",
-                        Placement::Pending => "pending",
-                    };
+            let by_pod = e
+                .pods
+                .iter()
+                .any(|k| self.pods.get(k).is_some_and(|p| matches!(p.member, Ok(Some(m)) if m.domain == other)));
+            return Some(if by_pod {
+                r.cause(Cause::HeldByPod, other, Code::Unschedulable, || {
                     format!(
-                        "node is held by ComputeDomain {}: pod {} is {how} here; one ComputeDomain per node (driver-managed IMEX)",
-                        self.domain_name(other),
-                        self.str(k)
+                        "node is held by ComputeDomain {}, which has a pod placed here; one ComputeDomain per node (driver-managed IMEX)",
+                        self.domain_name(other)
                     )
-                }
-                None => format!(
-                    "node still carries resource.nvidia.com/computeDomain={} (ComputeDomain {}) until the driver unprepares its claim; one ComputeDomain per node (driver-managed IMEX)",
-                    self.str(other),
-                    self.domain_name(other)
-                ),
-            };
-            return Some(r.verdict(Code::Unschedulable, text));
+                })
+            } else {
+                r.cause(Cause::HeldByLabel, other, Code::Unschedulable, || {
+                    format!(
+                        "node still carries resource.nvidia.com/computeDomain={} (ComputeDomain {}) until the driver unprepares its claim; one ComputeDomain per node (driver-managed IMEX)",
+                        self.str(other),
+                        self.domain_name(other)
+                    )
+                })
+            });
         }
         if !s.gpu_idle {
-            let user =
-                e.pods.iter().copied().find(|k| self.pods.get(k).is_some_and(|p| p.gpu_use.count > 0 || p.gpu_use.all));
-            return Some(r.verdict(
-                Code::Unschedulable,
-                format!(
-                    "node has GPUs in use by pod {}; a ComputeDomain pod needs a tray with no GPU in use",
-                    user.map_or("", |k| self.str(k))
-                ),
-            ));
+            return Some(r.cause(Cause::GpusInUse, 0, Code::Unschedulable, || {
+                String::from("node has GPUs in use by other pods; a ComputeDomain pod needs a tray with no GPU in use")
+            }));
         }
         if let Some(g) = ask.tray_size
             && fact.gpus != g
         {
-            let text = if g < fact.gpus {
-                format!(
-                    "requests {g} of the node's {} GPUs; would strand {} (wholeTray: Require)",
-                    fact.gpus,
-                    fact.gpus - g
-                )
-            } else {
-                format!("requests {g} GPUs but the node has {} (wholeTray: Require)", fact.gpus)
-            };
-            return Some(r.verdict(Code::UnschedulableAndUnresolvable, text));
+            return Some(r.cause(Cause::TraySize, fact.gpus, Code::UnschedulableAndUnresolvable, || {
+                if g < fact.gpus {
+                    format!(
+                        "requests {g} of the node's {} GPUs; would strand {} (wholeTray: Require)",
+                        fact.gpus,
+                        fact.gpus - g
+                    )
+                } else {
+                    format!("requests {g} GPUs but the node has {} (wholeTray: Require)", fact.gpus)
+                }
+            }));
         }
         None
     }

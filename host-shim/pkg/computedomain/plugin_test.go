@@ -127,7 +127,7 @@ func boundTo(p *v1.Pod, node string) *v1.Pod {
 
 // env is a scheduling framework with the plugin registered, over a fake API with informers.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	ctx    context.Context
 	fh     framework.Framework
 	plugin *Plugin
@@ -135,7 +135,7 @@ type env struct {
 	nodes  []*v1.Node
 }
 
-func newEnv(t *testing.T, args string, nodes []*v1.Node, cds []*unstructured.Unstructured, objs ...runtime.Object) *env {
+func newEnv(t testing.TB, args string, nodes []*v1.Node, cds []*unstructured.Unstructured, objs ...runtime.Object) *env {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
@@ -262,7 +262,7 @@ func wantCode(t *testing.T, what string, st *fwk.Status, code fwk.Code, reason s
 	}
 }
 
-func waitFor(t *testing.T, cond func() bool) {
+func waitFor(t testing.TB, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {

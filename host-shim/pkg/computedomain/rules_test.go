@@ -52,7 +52,7 @@ func TestAStartedDomainIsRestrictedToItsClique(t *testing.T) {
 	if want := []string{"a-00", "a-01", "a-02"}; !reflect.DeepEqual(r.allowed, want) {
 		t.Fatalf("PreFilterResult %v, want %v", r.allowed, want)
 	}
-	wantCode(t, "a-00", r.filter["a-00"], fwk.Unschedulable, "already runs pod team-a/p0")
+	wantCode(t, "a-00", r.filter["a-00"], fwk.Unschedulable, "already runs a pod of ComputeDomain team-a/cd")
 	wantCode(t, "b-00", r.filter["b-00"], fwk.UnschedulableAndUnresolvable, "already runs in NVLink clique")
 	wantCode(t, "a-01", r.filter["a-01"], fwk.Success, "")
 }
@@ -100,7 +100,7 @@ func TestAddPodAndRemovePodChangeFilter(t *testing.T) {
 		[]*unstructured.Unstructured{computeDomain("cd", "uid-cd", 1), computeDomain("other", "uid-other", 1)},
 		channelTemplate("cd", "uid-cd"), channelTemplate("other", "uid-other"), batch, other, p)
 	r := e.schedule(p)
-	wantCode(t, "a-00 before", r.filter["a-00"], fwk.Unschedulable, "GPUs in use by pod team-a/batch")
+	wantCode(t, "a-00 before", r.filter["a-00"], fwk.Unschedulable, "GPUs in use by other pods")
 	infos := tf.BuildNodeInfos(e.nodes)
 
 	// Preemption's dry run on a clone: remove the batch pod, then a-00 is free.
@@ -115,7 +115,7 @@ func TestAddPodAndRemovePodChangeFilter(t *testing.T) {
 	if st := e.fh.RunPreFilterExtensionAddPod(e.ctx, clone, p, otherInfo, infos[1]); !st.IsSuccess() {
 		t.Fatalf("AddPod: %v", st)
 	}
-	wantCode(t, "a-01 after AddPod", e.fh.RunFilterPlugins(e.ctx, clone, p, infos[1]), fwk.Unschedulable, "pod team-a/o is nominated here")
+	wantCode(t, "a-01 after AddPod", e.fh.RunFilterPlugins(e.ctx, clone, p, infos[1]), fwk.Unschedulable, "held by ComputeDomain team-a/other")
 	// The original cycle state is untouched by the clone's changes.
 	wantCode(t, "a-00 original", e.fh.RunFilterPlugins(e.ctx, r.state, p, infos[0]), fwk.Unschedulable, "")
 	wantCode(t, "a-01 original", e.fh.RunFilterPlugins(e.ctx, r.state, p, infos[1]), fwk.Success, "")
