@@ -107,6 +107,21 @@ cdplace_error_t *cdplace_cluster_pre_filter(const cdplace_cluster_t *c, const ch
                                             const char *name, size_t name_len, const char *overlay,
                                             size_t overlay_len, cdplace_bytes_t *out);
 
+/* cdplace_cluster_pre_filter with the decision packed instead of JSON (what the Go adapter
+ * reads; no per-node strings are built and it decodes without a JSON parser). Little-endian:
+ *   "CDP1"
+ *   u32 nreasons, then nreasons × str          str = u32 length + UTF-8 bytes
+ *   status: u8 code, u32 reason                 code: 0 Success, 1 Skip, 2 Unschedulable,
+ *   u8 has_domain, [str domain]                       3 UnschedulableAndUnresolvable, 4 Error
+ *   u8 exclusive                                reason: index into the reasons
+ *   other: u8 code, u32 reason
+ *   u32 ncliques, then × (str label, u8 code, u32 reason, u32 score)
+ *   u32 nnodes, then × (str node, u8 code, u32 reason)
+ *   u32 nallowed, then × str node               (0 unless exclusive) */
+cdplace_error_t *cdplace_cluster_pre_filter_packed(const cdplace_cluster_t *c, const char *ns, size_t ns_len,
+                                                   const char *name, size_t name_len, const char *overlay,
+                                                   size_t overlay_len, cdplace_bytes_t *out);
+
 #ifdef __cplusplus
 }
 #endif

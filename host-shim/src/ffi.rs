@@ -493,3 +493,34 @@ pub unsafe extern "C" fn cdplace_cluster_pre_filter(
         give(out, decision_json(&d).to_string().into_bytes())
     })
 }
+
+/// `cdplace_cluster_pre_filter` with the decision in the packed form documented in the header
+/// (what the Go adapter reads).
+///
+/// # Safety
+/// As for `cdplace_cluster_pre_filter`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cdplace_cluster_pre_filter_packed(
+    c: *const cdplace_cluster_t,
+    ns: *const u8,
+    ns_len: usize,
+    name: *const u8,
+    name_len: usize,
+    overlay: *const u8,
+    overlay_len: usize,
+    out: *mut cdplace_bytes_t,
+) -> *mut cdplace_error_t {
+    guard(|| {
+        // SAFETY: per the contract above.
+        let (c, ns, name, overlay) = unsafe {
+            (
+                cluster(c)?,
+                text(ns, ns_len, "namespace")?,
+                text(name, name_len, "name")?,
+                text(overlay, overlay_len, "overlay")?,
+            )
+        };
+        let overlay = parse_overlay(overlay)?;
+        give(out, c.pre_filter_packed(ns, name, &overlay)?)
+    })
+}

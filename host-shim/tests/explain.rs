@@ -160,7 +160,11 @@ fn started_domain_stays_in_its_clique() {
         assert!(reason(&r, n).contains(&format!("already runs in NVLink clique {CLIQUE_A}")), "{n}: {}", reason(&r, n));
     }
     assert_eq!(verdict(&r, "gb200-a-2"), ("Unschedulable", None));
-    assert!(reason(&r, "gb200-a-2").starts_with("node already runs a pod of ComputeDomain default/train"), "{}", reason(&r, "gb200-a-2"));
+    assert!(
+        reason(&r, "gb200-a-2").starts_with("node already runs a pod of ComputeDomain default/train"),
+        "{}",
+        reason(&r, "gb200-a-2")
+    );
     assert_eq!(verdict(&r, "gb200-a-0"), ("Unschedulable", None));
     assert_eq!(verdict(&r, "gb200-a-3"), ("Success", Some(100)));
     assert_eq!(r["selected"], "gb200-a-3");

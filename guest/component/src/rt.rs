@@ -20,7 +20,18 @@ fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
 /// `a` and `b` must be valid for reads of `n` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn memcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
-    for i in 0..n {
+    // Eight bytes at a time up to the first difference, then byte by byte: the policy compares
+    // many strings with long equal prefixes (UUIDs, node names).
+    let mut i = 0;
+    while i + 8 <= n {
+        // SAFETY: the caller guarantees both ranges are readable; the reads are unaligned-safe.
+        let (x, y) = unsafe { (a.add(i).cast::<u64>().read_unaligned(), b.add(i).cast::<u64>().read_unaligned()) };
+        if x != y {
+            break;
+        }
+        i += 8;
+    }
+    for i in i..n {
         // SAFETY: the caller guarantees both ranges are readable.
         let (x, y) = unsafe { (*a.add(i), *b.add(i)) };
         if x != y {

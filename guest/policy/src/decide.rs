@@ -314,8 +314,9 @@ impl View {
             });
             self.node_overrides(c, ask, &cd, r, &mut d.nodes);
         }
+        let fitting: alloc::collections::BTreeSet<StrId> = fits.iter().map(|f| f.1).collect();
         for (&id, c) in &self.cliques {
-            if !fits.iter().any(|f| f.1 == id) && !c.nodes.is_empty() {
+            if !fitting.contains(&id) && !c.nodes.is_empty() {
                 d.cliques.push(CliqueVerdict { clique: id, verdict: too_small, score: 0 });
             }
         }

@@ -14,6 +14,7 @@ import "C"
 
 import (
 	_ "embed"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -264,8 +265,7 @@ func (d *Decision) Node(name, clique string) (Verdict, bool) {
 	return d.Other, false
 }
 
-// PreFilter decides where the pod may go, as if overlay were applied.
-func (c *Cluster) PreFilter(namespace, name string, overlay []Overlay) (*Decision, error) {
+func (c *Cluster) call(namespace, name string, overlay []Overlay, packed bool) ([]byte, error) {
 	var ov []byte
 	if len(overlay) > 0 {
 		var err error
@@ -277,15 +277,136 @@ func (c *Cluster) PreFilter(namespace, name string, overlay []Overlay) (*Decisio
 	p, n := str(name)
 	op, on := bytesOf(ov)
 	var out C.cdplace_bytes_t
-	err := take(C.cdplace_cluster_pre_filter(c.ptr, np, nn, p, n, op, on, &out))
+	var e *C.cdplace_error_t
+	if packed {
+		e = C.cdplace_cluster_pre_filter_packed(c.ptr, np, nn, p, n, op, on, &out)
+	} else {
+		e = C.cdplace_cluster_pre_filter(c.ptr, np, nn, p, n, op, on, &out)
+	}
 	runtime.KeepAlive(ov)
 	runtime.KeepAlive(c)
+	if err := take(e); err != nil {
+		return nil, err
+	}
+	return takeBytes(&out), nil
+}
+
+// PreFilter decides where the pod may go, as if overlay were applied.
+func (c *Cluster) PreFilter(namespace, name string, overlay []Overlay) (*Decision, error) {
+	b, err := c.call(namespace, name, overlay, true)
+	if err != nil {
+		return nil, err
+	}
+	return unpack(b)
+}
+
+// PreFilterJSON is PreFilter through the JSON form of the decision (tests compare the two).
+func (c *Cluster) PreFilterJSON(namespace, name string, overlay []Overlay) (*Decision, error) {
+	b, err := c.call(namespace, name, overlay, false)
 	if err != nil {
 		return nil, err
 	}
 	d := &Decision{}
-	if err := json.Unmarshal(takeBytes(&out), d); err != nil {
+	if err := json.Unmarshal(b, d); err != nil {
 		return nil, fmt.Errorf("cdplace: decoding decision: %w", err)
 	}
 	return d, nil
+}
+
+var codeNames = [...]string{"Success", "Skip", "Unschedulable", "UnschedulableAndUnresolvable", "Error"}
+
+// reader decodes the packed decision of include/cdplace.h.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) fail() {
+	if r.err == nil {
+		r.err = errors.New("cdplace: truncated or malformed packed decision")
+	}
+	r.b = nil
+}
+
+func (r *reader) u8() byte {
+	if len(r.b) < 1 {
+		r.fail()
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
+}
+
+func (r *reader) u32() uint32 {
+	if len(r.b) < 4 {
+		r.fail()
+		return 0
+	}
+	v := binary.LittleEndian.Uint32(r.b)
+	r.b = r.b[4:]
+	return v
+}
+
+func (r *reader) str() string {
+	n := r.u32()
+	if uint32(len(r.b)) < n {
+		r.fail()
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+func (r *reader) verdict(reasons []string) Verdict {
+	code, reason := r.u8(), r.u32()
+	if int(code) >= len(codeNames) || int(reason) >= len(reasons) {
+		r.fail()
+		return Verdict{Code: "Error"}
+	}
+	return Verdict{Code: codeNames[code], Reason: reasons[reason]}
+}
+
+func unpack(b []byte) (*Decision, error) {
+	if len(b) < 4 || string(b[:4]) != "CDP1" {
+		return nil, errors.New("cdplace: packed decision has no CDP1 header")
+	}
+	r := &reader{b: b[4:]}
+	reasons := make([]string, r.u32())
+	for i := range reasons {
+		reasons[i] = r.str()
+	}
+	d := &Decision{Status: r.verdict(reasons)}
+	if r.u8() == 1 {
+		dom := r.str()
+		d.Domain = &dom
+	}
+	d.Exclusive = r.u8() == 1
+	d.Other = r.verdict(reasons)
+	n := r.u32()
+	d.Cliques = make(map[string]Verdict, min(n, 1<<16))
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		label := r.str()
+		v := r.verdict(reasons)
+		v.Score = int64(r.u32())
+		d.Cliques[label] = v
+	}
+	n = r.u32()
+	d.Nodes = make(map[string]Verdict, min(n, 1<<16))
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		name := r.str()
+		d.Nodes[name] = r.verdict(reasons)
+	}
+	n = r.u32()
+	if d.Exclusive && n > 0 {
+		d.AllowedNodes = make([]string, 0, min(n, 1<<16))
+	}
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		d.AllowedNodes = append(d.AllowedNodes, r.str())
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.fail()
+	}
+	return d, r.err
 }

@@ -14,6 +14,8 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/queuesort"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
+
+	"github.com/cdplace/cdplace/host-shim/internal/cdplace"
 )
 
 // fleet is 5,004 trays in 278 cliques of 18, about 70% of them running domains of 1..18 pods,
@@ -40,7 +42,17 @@ func fleet(b *testing.B) (*env, *v1.Pod, *v1.Pod) {
 	cds = append(cds, computeDomain("new", "uid-new", 8))
 	plain := makePod("plain", "", 4)
 	objs = append(objs, channelTemplate("new", "uid-new"), pending, plain)
-	return newEnv(b, "", nodes, cds, objs...), pending, plain
+	e := newEnv(b, "", nodes, cds, objs...)
+	for _, o := range objs {
+		e.objects = append(e.objects, o)
+	}
+	for _, n := range nodes {
+		e.objects = append(e.objects, n)
+	}
+	for _, cd := range cds {
+		e.objects = append(e.objects, cd)
+	}
+	return e, pending, plain
 }
 
 // cycle runs PreFilter, Filter on every node, PreScore and Score, as one scheduling cycle does
@@ -89,6 +101,28 @@ func BenchmarkSchedulingCycle5000Nodes(b *testing.B) {
 	b.Run("policy-call-only/ComputeDomain-pod", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := e.plugin.Cluster().PreFilter(pending.Namespace, pending.Name, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// The same view evaluated by the policy compiled natively into the library: the difference
+	// is what running the policy as a wasm component costs.
+	native, err := cdplace.NewNativeCluster(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, o := range e.objects {
+		j, err := withKind(o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := native.Apply(j); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("policy-call-only-native/ComputeDomain-pod", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := native.PreFilter(pending.Namespace, pending.Name, nil); err != nil {
 				b.Fatal(err)
 			}
 		}
