@@ -24,6 +24,9 @@ use crate::{Error, Result};
 const MAX_LAG: usize = 100_000;
 /// Idle instances kept for parallel callers.
 const MAX_IDLE: usize = 16;
+/// Interned strings are never freed one by one (pods come and go with new names); once the table
+/// passes this size and twice its live size, it is rebuilt with only the live strings.
+const MIN_COMPACTION: usize = 50_000;
 
 /// A framework status: code and reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,6 +133,10 @@ struct NodeState {
 struct State {
     keys: Keys,
     interner: Interner,
+    /// Bumped when the interner is rebuilt: instances of an older generation are dropped.
+    generation: u64,
+    /// Rebuild the interner when it holds this many strings.
+    compact_at: usize,
     journal: Vec<Delta>,
     /// Journal position of `journal[0]`.
     base: u64,
@@ -387,6 +394,58 @@ impl State {
         }
     }
 
+    /// Rebuilds the interner with the strings current facts use, renumbering every fact; the
+    /// journal restarts and every instance is replaced (see [`Cluster::maybe_compact`]).
+    fn compact(&mut self) {
+        fn re(new: &mut Interner, old: &Interner, id: StrId) -> StrId {
+            new.id(old.text(id))
+        }
+        let old = std::mem::take(&mut self.interner);
+        let new = &mut self.interner;
+        for p in self.pods.values_mut() {
+            let f = &mut p.fact;
+            f.key = re(new, &old, f.key);
+            f.namespace = re(new, &old, f.namespace);
+            f.node = f.node.map(|n| re(new, &old, n));
+            for c in &mut f.claims {
+                c.name = re(new, &old, c.name);
+                c.template = c.template.map(|t| re(new, &old, t));
+                c.claim = c.claim.map(|t| re(new, &old, t));
+                c.generated = c.generated.map(|t| re(new, &old, t));
+            }
+        }
+        for c in self.claims.values_mut() {
+            c.namespace = re(new, &old, c.namespace);
+            c.name = re(new, &old, c.name);
+            c.domain = c.domain.map(|d| re(new, &old, d));
+        }
+        for t in self.templates.values_mut() {
+            t.namespace = re(new, &old, t.namespace);
+            t.name = re(new, &old, t.name);
+            t.domain = t.domain.map(|d| re(new, &old, d));
+        }
+        for d in self.domains.values_mut() {
+            d.uid = re(new, &old, d.uid);
+            d.namespace = re(new, &old, d.namespace);
+            d.name = re(new, &old, d.name);
+        }
+        for n in self.nodes.values() {
+            new.id(&n.name);
+            for l in n.clique_label.iter().chain(&n.domain_label) {
+                new.id(l);
+            }
+        }
+        // A new instance gets every string in its snapshot.
+        new.fresh.clear();
+        self.compact_at = (2 * self.interner.texts.len()).max(self.compact_at.min(MIN_COMPACTION));
+        let end = self.end();
+        self.journal.clear();
+        self.base = end;
+        self.positions.clear();
+        self.generation += 1;
+        tracing::info!(strings = self.interner.texts.len(), "cdplace: interned strings compacted");
+    }
+
     /// Every current fact as deltas (after a reset), for a new instance.
     fn snapshot(&self) -> Vec<Delta> {
         let mut out = vec![
@@ -574,7 +633,8 @@ pub struct Cluster {
     backend: Backend,
     args: String,
     state: Mutex<State>,
-    idle: Mutex<Vec<(Instance, u64)>>,
+    /// Idle instances with their journal position and interner generation.
+    idle: Mutex<Vec<(Instance, u64, u64)>>,
 }
 
 impl Cluster {
@@ -589,6 +649,8 @@ impl Cluster {
         let state = State {
             keys,
             interner: Interner::default(),
+            generation: 0,
+            compact_at: MIN_COMPACTION,
             journal: Vec::new(),
             base: 0,
             positions: BTreeMap::from([(0, 1)]),
@@ -603,7 +665,7 @@ impl Cluster {
             templates: HashMap::new(),
             domains: HashMap::new(),
         };
-        Ok(Cluster { backend, args: args.to_string(), state: Mutex::new(state), idle: Mutex::new(vec![(first, 0)]) })
+        Ok(Cluster { backend, args: args.to_string(), state: Mutex::new(state), idle: Mutex::new(vec![(first, 0, 0)]) })
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -621,12 +683,39 @@ impl Cluster {
         let keys = self.keys();
         let Some(o) = extract::extract(obj, &keys)? else { return Ok(false) };
         self.state().upsert(o);
+        self.maybe_compact();
         Ok(true)
     }
 
     /// Removes an object.
     pub fn delete(&self, kind: Kind, namespace: &str, name: &str) {
         self.state().delete(kind, namespace, name);
+        self.maybe_compact();
+    }
+
+    /// Rebuilds the interned strings when the table has grown past its threshold; idle
+    /// instances are dropped (the next call starts a fresh one from a snapshot).
+    fn maybe_compact(&self) {
+        {
+            let mut st = self.state();
+            if st.interner.texts.len() < st.compact_at {
+                return;
+            }
+            st.compact();
+        }
+        self.idle.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
+    /// Lowers the compaction threshold (tests exercise compaction without 50,000 pods).
+    #[doc(hidden)]
+    pub fn compact_strings_above(&self, n: usize) {
+        self.state().compact_at = n;
+    }
+
+    /// How many strings are interned now.
+    #[doc(hidden)]
+    pub fn interned_strings(&self) -> usize {
+        self.state().interner.texts.len()
     }
 
     /// Marks a pod assumed on a node (Reserve), so the next decisions count it at once.
@@ -663,28 +752,31 @@ impl Cluster {
         self.state().pods.contains_key(&(namespace.to_string(), name.to_string()))
     }
 
-    fn fresh(&self) -> Result<(Instance, u64)> {
+    fn fresh(&self) -> Result<(Instance, u64, u64)> {
         let mut inst = match &self.backend {
             Backend::Wasm(rt) => Instance::Wasm(rt.instantiate()?),
             Backend::Native => Instance::Native(Box::default()),
         };
         inst.configure(&self.args)?;
-        let (snapshot, end) = {
+        let (snapshot, end, generation) = {
             let mut st = self.state();
             st.flush_strings();
             let end = st.end();
             *st.positions.entry(end).or_default() += 1;
-            (st.snapshot(), end)
+            (st.snapshot(), end, st.generation)
         };
         if let Err(e) = inst.apply(&snapshot) {
-            self.release(end);
+            self.release(end, generation);
             return Err(e);
         }
-        Ok((inst, end))
+        Ok((inst, end, generation))
     }
 
-    fn release(&self, pos: u64) {
+    fn release(&self, pos: u64, generation: u64) {
         let mut st = self.state();
+        if generation != st.generation {
+            return; // compaction forgot every older position
+        }
         if let Some(n) = st.positions.get_mut(&pos) {
             *n -= 1;
             if *n == 0 {
@@ -701,53 +793,82 @@ impl Cluster {
     }
 
     /// An instance caught up with the journal, and its position.
-    fn checkout(&self) -> Result<(Instance, u64)> {
+    fn checkout(&self) -> Result<(Instance, u64, u64)> {
         let popped = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        let Some((mut inst, pos)) = popped else { return self.fresh() };
-        let (deltas, end) = {
+        let Some((mut inst, pos, generation)) = popped else { return self.fresh() };
+        let caught_up = {
             let mut st = self.state();
-            st.flush_strings();
-            let from = (pos - st.base) as usize;
-            let end = st.end();
-            *st.positions.entry(end).or_default() += 1;
-            (st.journal[from..].to_vec(), end)
+            if generation != st.generation || pos < st.base {
+                None
+            } else {
+                st.flush_strings();
+                let from = (pos - st.base) as usize;
+                let end = st.end();
+                *st.positions.entry(end).or_default() += 1;
+                Some((st.journal[from..].to_vec(), end))
+            }
         };
-        self.release(pos);
+        let Some((deltas, end)) = caught_up else { return self.fresh() };
+        self.release(pos, generation);
         if let Err(e) = inst.apply(&deltas) {
-            self.release(end);
+            self.release(end, generation);
             return Err(e);
         }
-        Ok((inst, end))
+        Ok((inst, end, generation))
     }
 
-    fn checkin(&self, inst: Instance, pos: u64) {
-        let lag = self.state().end().saturating_sub(pos) as usize;
+    fn checkin(&self, inst: Instance, pos: u64, generation: u64) {
+        let (lag, current) = {
+            let st = self.state();
+            (st.end().saturating_sub(pos) as usize, st.generation)
+        };
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        if idle.len() >= MAX_IDLE || lag > MAX_LAG {
+        if idle.len() >= MAX_IDLE || lag > MAX_LAG || generation != current {
             drop(idle);
-            self.release(pos);
+            self.release(pos, generation);
             return;
         }
-        idle.push((inst, pos));
+        idle.push((inst, pos, generation));
     }
 
     /// [`Cluster::pre_filter`] answered in the packed form of `include/cdplace.h` (for the Go
     /// adapter: no per-node strings are built here, and decoding it costs a fraction of JSON).
     pub fn pre_filter_packed(&self, namespace: &str, name: &str, overlay: &[Overlay]) -> Result<Vec<u8>> {
-        let r = self.pre_filter_raw(namespace, name, overlay)?;
-        Ok(self.state().packed(&r))
+        self.evaluate(namespace, name, overlay, State::packed)
     }
 
     /// Decides where a pod may go (PreFilter), as if `overlay` were applied. A guest failure
     /// (trap, timeout, memory) is returned as an error and the instance is discarded; the next
     /// call gets a fresh one.
     pub fn pre_filter(&self, namespace: &str, name: &str, overlay: &[Overlay]) -> Result<Decision> {
-        let r = self.pre_filter_raw(namespace, name, overlay)?;
-        Ok(self.state().decision(&r))
+        self.evaluate(namespace, name, overlay, State::decision)
     }
 
-    fn pre_filter_raw(&self, namespace: &str, name: &str, overlay: &[Overlay]) -> Result<policy::PreFilterResult> {
-        let (pod, ops) = {
+    /// Runs PreFilter and turns the result (ids) into `T` with the interner it was computed
+    /// against; if the strings were compacted meanwhile, it runs again.
+    fn evaluate<T>(
+        &self,
+        namespace: &str,
+        name: &str,
+        overlay: &[Overlay],
+        convert: impl Fn(&State, &policy::PreFilterResult) -> T,
+    ) -> Result<T> {
+        loop {
+            let (r, generation) = self.pre_filter_raw(namespace, name, overlay)?;
+            let st = self.state();
+            if st.generation == generation {
+                return Ok(convert(&st, &r));
+            }
+        }
+    }
+
+    fn pre_filter_raw(
+        &self,
+        namespace: &str,
+        name: &str,
+        overlay: &[Overlay],
+    ) -> Result<(policy::PreFilterResult, u64)> {
+        let (pod, ops, wanted) = {
             let mut st = self.state();
             let Some(p) = st.pods.get(&(namespace.to_string(), name.to_string())) else {
                 return Err(Error::UnknownPod(format!("{namespace}/{name}")));
@@ -765,17 +886,22 @@ impl Cluster {
                     }
                 })
                 .collect();
-            (pod, ops)
+            (pod, ops, st.generation)
         };
-        let (mut inst, pos) = self.checkout()?;
+        let (mut inst, pos, generation) = self.checkout()?;
+        if generation != wanted {
+            // Compacted between reading the ids and getting an instance: ask again.
+            self.checkin(inst, pos, generation);
+            return self.pre_filter_raw(namespace, name, overlay);
+        }
         match inst.pre_filter(pod, &ops) {
             Ok(r) => {
-                self.checkin(inst, pos);
-                Ok(r)
+                self.checkin(inst, pos, generation);
+                Ok((r, generation))
             }
             Err(e) => {
                 tracing::warn!(error = %e, pod = %format!("{namespace}/{name}"), "policy call failed; instance discarded");
-                self.release(pos);
+                self.release(pos, generation);
                 Err(e)
             }
         }
