@@ -360,19 +360,25 @@ impl View {
 
     /// Verdicts for the nodes of an allowed clique that are not free for `ask`.
     fn node_overrides(&self, c: &Clique, ask: Ask, cd: &str, r: &mut Reasons, out: &mut Vec<NodeVerdict>) {
-        let mixed = ask.tray_size.is_some() && c.sizes.len() > 1;
-        let candidates: &alloc::collections::BTreeSet<StrId> = if mixed { &c.nodes } else { &c.busy };
-        for &n in candidates {
-            if let Some(v) = self.node_verdict(n, ask, cd, r) {
+        if ask.tray_size.is_some() && c.sizes.len() > 1 {
+            // Trays of several sizes in one clique (not seen on NVL72): look at every node.
+            for &n in &c.nodes {
+                if let Some(s) = self.nodes.get(&n).map(|e| &e.summary)
+                    && let Some(v) = self.node_verdict(s, ask, cd, r)
+                {
+                    out.push(NodeVerdict { node: n, verdict: v });
+                }
+            }
+            return;
+        }
+        for (&n, s) in &c.busy {
+            if let Some(v) = self.node_verdict(s, ask, cd, r) {
                 out.push(NodeVerdict { node: n, verdict: v });
             }
         }
     }
 
-    fn node_verdict(&self, name: StrId, ask: Ask, cd: &str, r: &mut Reasons) -> Option<Verdict> {
-        let e = self.nodes.get(&name)?;
-        let s = &e.summary;
-        let fact = e.fact.as_ref()?;
+    fn node_verdict(&self, s: &crate::view::NodeSummary, ask: Ask, cd: &str, r: &mut Reasons) -> Option<Verdict> {
         if !s.usable {
             return Some(r.cause(Cause::Cordoned, 0, Code::UnschedulableAndUnresolvable, || {
                 String::from("node is cordoned (spec.unschedulable)")
@@ -388,11 +394,7 @@ impl View {
         if self.args.imex_mode == ImexMode::DriverManaged
             && let Some(&other) = s.holders.iter().find(|&&h| h != ask.domain)
         {
-            let by_pod = e
-                .pods
-                .iter()
-                .any(|k| self.pods.get(k).is_some_and(|p| matches!(p.member, Ok(Some(m)) if m.domain == other)));
-            return Some(if by_pod {
+            return Some(if s.pod_holders.contains(&other) {
                 r.cause(Cause::HeldByPod, other, Code::Unschedulable, || {
                     format!(
                         "node is held by ComputeDomain {}, which has a pod placed here; one ComputeDomain per node (driver-managed IMEX)",
@@ -415,17 +417,17 @@ impl View {
             }));
         }
         if let Some(g) = ask.tray_size
-            && fact.gpus != g
+            && s.gpus != g
         {
-            return Some(r.cause(Cause::TraySize, fact.gpus, Code::UnschedulableAndUnresolvable, || {
-                if g < fact.gpus {
+            return Some(r.cause(Cause::TraySize, s.gpus, Code::UnschedulableAndUnresolvable, || {
+                if g < s.gpus {
                     format!(
                         "requests {g} of the node's {} GPUs; would strand {} (wholeTray: Require)",
-                        fact.gpus,
-                        fact.gpus - g
+                        s.gpus,
+                        s.gpus - g
                     )
                 } else {
-                    format!("requests {g} GPUs but the node has {} (wholeTray: Require)", fact.gpus)
+                    format!("requests {g} GPUs but the node has {} (wholeTray: Require)", s.gpus)
                 }
             }));
         }

@@ -102,6 +102,9 @@ pub(crate) struct NodeSummary {
     pub holders: Vec<StrId>,
     /// ComputeDomains with a workload pod here.
     pub workload: Vec<StrId>,
+    /// ComputeDomains with any pod (workload or IMEX daemon) here; the rest of `holders` hold
+    /// the node only through its label.
+    pub pod_holders: Vec<StrId>,
     /// The label is malformed.
     pub malformed: bool,
 }
@@ -128,8 +131,8 @@ pub(crate) struct Clique {
     pub held_idle: BTreeMap<(StrId, u32), u32>,
     /// Idle trays with a workload pod of a domain: `(domain, gpus)`.
     pub idle_with_workload: BTreeMap<(StrId, u32), u32>,
-    /// Nodes that are not free (for per-node verdicts).
-    pub busy: BTreeSet<StrId>,
+    /// Nodes that are not free, with their summary, so per-node verdicts need no lookups.
+    pub busy: BTreeMap<StrId, NodeSummary>,
     /// Trays promised to domains that started here and are still placing pods.
     pub promised: u32,
 }
@@ -557,6 +560,7 @@ impl View {
         };
         let mut holders = Vec::new();
         let mut workload = Vec::new();
+        let mut pod_holders = Vec::new();
         if let Some(l) = fact.domain_label
             && !self.str(l).is_empty()
         {
@@ -568,6 +572,7 @@ impl View {
             used.add(p.gpu_use);
             if let Ok(Some(m)) = p.member {
                 holders.push(m.domain);
+                pod_holders.push(m.domain);
                 if !m.daemon {
                     workload.push(m.domain);
                 }
@@ -577,6 +582,8 @@ impl View {
         holders.dedup();
         workload.sort_unstable();
         workload.dedup();
+        pod_holders.sort_unstable();
+        pod_holders.dedup();
         NodeSummary {
             clique,
             usable: clique.is_some() && !fact.unschedulable,
@@ -584,6 +591,7 @@ impl View {
             gpu_idle: used.count == 0 && !used.all,
             holders,
             workload,
+            pod_holders,
             malformed,
         }
     }
@@ -617,7 +625,7 @@ impl View {
         if s.free() {
             bump(&mut cl.free, s.gpus, add);
         } else if add {
-            cl.busy.insert(name);
+            cl.busy.insert(name, s.clone());
         } else {
             cl.busy.remove(&name);
         }
