@@ -459,6 +459,37 @@ fn parse_overlay(s: &str) -> FfiResult<Vec<Overlay>> {
         .collect()
 }
 
+/// The arguments both PreFilter entry points take, borrowed; `answer` encodes the decision.
+///
+/// # Safety
+/// As for `cdplace_cluster_pre_filter`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn pre_filter_with(
+    c: *const cdplace_cluster_t,
+    ns: *const u8,
+    ns_len: usize,
+    name: *const u8,
+    name_len: usize,
+    overlay: *const u8,
+    overlay_len: usize,
+    out: *mut cdplace_bytes_t,
+    answer: impl FnOnce(&Cluster, &str, &str, &[Overlay]) -> crate::Result<Vec<u8>>,
+) -> *mut cdplace_error_t {
+    guard(|| {
+        // SAFETY: per the contract of the callers.
+        let (c, ns, name, overlay) = unsafe {
+            (
+                cluster(c)?,
+                text(ns, ns_len, "namespace")?,
+                text(name, name_len, "name")?,
+                text(overlay, overlay_len, "overlay")?,
+            )
+        };
+        let overlay = parse_overlay(overlay)?;
+        give(out, answer(c, ns, name, &overlay)?)
+    })
+}
+
 /// PreFilter for the pod `ns/name`, as if the overlay (JSON array of `{"op":"remove",
 /// "namespace","name"}` and `{"op":"add","namespace","name","node"}`; empty for none) were
 /// applied. Writes the decision as JSON to `out` (free with `cdplace_bytes_delete`). A guest
@@ -478,20 +509,12 @@ pub unsafe extern "C" fn cdplace_cluster_pre_filter(
     overlay_len: usize,
     out: *mut cdplace_bytes_t,
 ) -> *mut cdplace_error_t {
-    guard(|| {
-        // SAFETY: per the contract above.
-        let (c, ns, name, overlay) = unsafe {
-            (
-                cluster(c)?,
-                text(ns, ns_len, "namespace")?,
-                text(name, name_len, "name")?,
-                text(overlay, overlay_len, "overlay")?,
-            )
-        };
-        let overlay = parse_overlay(overlay)?;
-        let d = c.pre_filter(ns, name, &overlay)?;
-        give(out, decision_json(&d).to_string().into_bytes())
-    })
+    // SAFETY: the caller upholds this function's contract, which is pre_filter_with's.
+    unsafe {
+        pre_filter_with(c, ns, ns_len, name, name_len, overlay, overlay_len, out, |c, ns, name, overlay| {
+            Ok(decision_json(&c.pre_filter(ns, name, overlay)?).to_string().into_bytes())
+        })
+    }
 }
 
 /// `cdplace_cluster_pre_filter` with the decision in the packed form documented in the header
@@ -510,17 +533,10 @@ pub unsafe extern "C" fn cdplace_cluster_pre_filter_packed(
     overlay_len: usize,
     out: *mut cdplace_bytes_t,
 ) -> *mut cdplace_error_t {
-    guard(|| {
-        // SAFETY: per the contract above.
-        let (c, ns, name, overlay) = unsafe {
-            (
-                cluster(c)?,
-                text(ns, ns_len, "namespace")?,
-                text(name, name_len, "name")?,
-                text(overlay, overlay_len, "overlay")?,
-            )
-        };
-        let overlay = parse_overlay(overlay)?;
-        give(out, c.pre_filter_packed(ns, name, &overlay)?)
-    })
+    // SAFETY: the caller upholds this function's contract, which is pre_filter_with's.
+    unsafe {
+        pre_filter_with(c, ns, ns_len, name, name_len, overlay, overlay_len, out, |c, ns, name, overlay| {
+            c.pre_filter_packed(ns, name, overlay)
+        })
+    }
 }

@@ -55,15 +55,20 @@ func fleet(b *testing.B) (*env, *v1.Pod, *v1.Pod) {
 	return e, pending, plain
 }
 
-// cycle runs PreFilter, Filter on every node, PreScore and Score, as one scheduling cycle does
-// (sequentially here; the scheduler spreads Filter and Score over 16 goroutines).
+// cycle runs PreFilter, Filter on every node it allows, PreScore and Score, as one scheduling
+// cycle does (sequentially here; the scheduler spreads Filter and Score over 16 goroutines).
 func cycle(b *testing.B, fh framework.Framework, e *env, infos []fwk.NodeInfo, pod *v1.Pod) {
 	state := framework.NewCycleState()
-	if _, st, _ := fh.RunPreFilterPlugins(e.ctx, state, pod); !st.IsSuccess() {
+	res, st, _ := fh.RunPreFilterPlugins(e.ctx, state, pod)
+	if !st.IsSuccess() {
 		b.Fatalf("prefilter: %v", st)
 	}
 	feasible := make([]fwk.NodeInfo, 0, len(infos))
 	for _, ni := range infos {
+		// As the scheduler does, Filter only runs for the nodes PreFilter allowed.
+		if res != nil && res.NodeNames != nil && !res.NodeNames.Has(ni.Node().Name) {
+			continue
+		}
 		if fh.RunFilterPlugins(e.ctx, state, pod, ni).IsSuccess() {
 			feasible = append(feasible, ni)
 		}
