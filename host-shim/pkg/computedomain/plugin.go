@@ -15,11 +15,13 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -158,7 +160,13 @@ func (p *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, 
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	if !p.feed.synced() {
-		return nil, fwk.NewStatus(fwk.Unschedulable, "waiting for the ComputeDomain informer to sync")
+		// Only right after start-up: wait for the initial lists rather than decide on a partial
+		// view; if they do not arrive, an Error status retries the pod with backoff.
+		waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if !cache.WaitForCacheSync(waitCtx.Done(), p.feed.synced) {
+			return nil, fwk.AsStatus(errors.New("ComputeDomainPlacement: the cluster view has not synced with its informers yet"))
+		}
 	}
 	d, st := p.decide(pod, nil)
 	if st != nil {
