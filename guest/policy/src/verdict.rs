@@ -78,22 +78,4 @@ impl PreFilterResult {
     pub fn reason(&self, v: Verdict) -> &str {
         self.reasons.get(v.reason as usize).map_or("", String::as_str)
     }
-
-    /// The verdict and score for a node with this name and raw clique label, exactly as the
-    /// host's Filter and Score read them.
-    pub fn node_verdict(&self, node: StrId, clique: Option<StrId>) -> (Verdict, Option<u32>) {
-        if self.status.code != Code::Success {
-            return (self.status, None);
-        }
-        let of_clique = clique.and_then(|c| self.cliques.iter().find(|v| v.clique == c));
-        if let Some(n) = self.nodes.iter().find(|n| n.node == node) {
-            let score = of_clique.filter(|_| n.verdict.code == Code::Success).map(|c| c.score);
-            return (n.verdict, score);
-        }
-        match of_clique {
-            Some(c) if c.verdict.code == Code::Success => (c.verdict, Some(c.score)),
-            Some(c) => (c.verdict, None),
-            None => (self.other, None),
-        }
-    }
 }
