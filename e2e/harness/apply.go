@@ -1,0 +1,90 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/restmapper"
+)
+
+// ApplyFile creates every object of a (multi-document) YAML file, as `kubectl create -f` would;
+// objects that already exist are left as they are. defaultNamespace is used for namespaced
+// objects without one.
+func (cp *ControlPlane) ApplyFile(ctx context.Context, path, defaultNamespace string) ([]*unstructured.Unstructured, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := cp.Apply(ctx, data, defaultNamespace)
+	if err != nil {
+		return objs, fmt.Errorf("%s: %w", path, err)
+	}
+	return objs, nil
+}
+
+// Apply is ApplyFile for YAML in memory.
+func (cp *ControlPlane) Apply(ctx context.Context, data []byte, defaultNamespace string) ([]*unstructured.Unstructured, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cp.Config)
+	if err != nil {
+		return nil, err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return out, err
+		}
+		if len(obj.Object) == 0 {
+			continue
+		}
+		gvk := obj.GroupVersionKind()
+		var mapping *meta.RESTMapping
+		// A CRD created a moment ago may not be in discovery yet.
+		for i := 0; ; i++ {
+			mapping, err = mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+			if err == nil || i == 50 {
+				break
+			}
+			mapper.Reset()
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			return out, fmt.Errorf("%s %s: %w", gvk, obj.GetName(), err)
+		}
+		ri := cp.Dynamic.Resource(mapping.Resource)
+		var created *unstructured.Unstructured
+		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+			ns := obj.GetNamespace()
+			if ns == "" {
+				ns = defaultNamespace
+			}
+			created, err = ri.Namespace(ns).Create(ctx, obj, metav1.CreateOptions{})
+		} else {
+			created, err = ri.Create(ctx, obj, metav1.CreateOptions{})
+		}
+		if apierrors.IsAlreadyExists(err) {
+			continue
+		}
+		if err != nil {
+			return out, fmt.Errorf("create %s %s: %w", gvk.Kind, obj.GetName(), err)
+		}
+		out = append(out, created)
+	}
+}

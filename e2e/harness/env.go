@@ -1,0 +1,99 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+)
+
+// EnvOptions chooses what Up starts besides the control plane.
+type EnvOptions struct {
+	// Baseline also starts a stock default-scheduler (no cdplace plugin).
+	Baseline bool
+	// PluginConfig, when set, replaces the cdplace profile's pluginConfig (a YAML list such as
+	// kube-scheduler-config/examples/host-managed-args.yaml).
+	PluginConfig []byte
+}
+
+// Env is a control plane ready for ComputeDomain workloads: the CRD, the DeviceClasses, the
+// scheduler's namespace, ServiceAccount and RBAC from kube-scheduler-config/deploy, the driver
+// emulator, and the cdplace kube-scheduler running with the shipped configuration and its own
+// ServiceAccount's token (so the shipped RBAC is what it runs with).
+type Env struct {
+	RepoRoot string
+	CP       *ControlPlane
+	Cdplace  *Scheduler
+	Baseline *Scheduler
+	Driver   *DriverEmulator
+
+	stop context.CancelFunc
+}
+
+// Up starts an Env under dir; the caller must call Down. ctx bounds the start only; what runs
+// afterwards (the driver emulator) lives until Down.
+func Up(ctx context.Context, repoRoot, dir string, opts EnvOptions) (*Env, error) {
+	bins, err := ResolveBinaries(repoRoot)
+	if err != nil {
+		return nil, err
+	}
+	cp, err := Start(ctx, dir, bins)
+	if err != nil {
+		return nil, err
+	}
+	env := &Env{RepoRoot: repoRoot, CP: cp}
+	if err := env.setup(ctx, opts); err != nil {
+		cp.Stop()
+		return nil, err
+	}
+	return env, nil
+}
+
+func (env *Env) setup(ctx context.Context, opts EnvOptions) error {
+	cp, root := env.CP, env.RepoRoot
+	if _, err := cp.ApplyFile(ctx, filepath.Join(root, "e2e", "manifests", "computedomain-crd.yaml"), ""); err != nil {
+		return err
+	}
+	for _, f := range []string{"namespace.yaml", "serviceaccount.yaml", "rbac.yaml"} {
+		if _, err := cp.ApplyFile(ctx, filepath.Join(root, "kube-scheduler-config", "deploy", f), "cdplace-system"); err != nil {
+			return err
+		}
+	}
+	if err := DeviceClasses(ctx, cp.Client, false); err != nil {
+		return fmt.Errorf("device classes: %w", err)
+	}
+	var err error
+	var life context.Context
+	life, env.stop = context.WithCancel(context.Background())
+	if env.Driver, err = StartDriverEmulator(life, cp.Client, cp.Dynamic); err != nil {
+		return err
+	}
+	token, err := cp.ServiceAccountToken(ctx, "cdplace-system", "computedomain-scheduler")
+	if err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(cp.Dir, "computedomain-scheduler.kubeconfig")
+	if err := cp.WriteKubeconfig(kubeconfig, token); err != nil {
+		return err
+	}
+	cfg, err := SchedulerConfig(filepath.Join(root, "kube-scheduler-config", "scheduler-config.yaml"), kubeconfig, opts.PluginConfig)
+	if err != nil {
+		return err
+	}
+	if env.Cdplace, err = cp.StartScheduler(ctx, "computedomain-scheduler", cfg); err != nil {
+		return err
+	}
+	if opts.Baseline {
+		if env.Baseline, err = cp.StartScheduler(ctx, "default-scheduler", BaselineSchedulerConfig(cp.AdminKubeconfig)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Down stops every process.
+func (env *Env) Down() {
+	if env.stop != nil {
+		env.stop()
+	}
+	env.CP.Stop()
+}

@@ -1,0 +1,504 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	resourcelisters "k8s.io/client-go/listers/resource/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+)
+
+// Upstream error texts of the ComputeDomain kubelet plugin (dra-driver-nvidia-gpu), which the
+// emulator reports exactly as the driver words them.
+const (
+	ErrLabelExists   = "label already exists for a different ComputeDomain"
+	errLabelWrap     = "error adding Node label for ComputeDomain: "
+	ReasonPrepareErr = "FailedPrepareDynamicResources"
+)
+
+// PrepareOptions configures the kubelet-side emulator.
+type PrepareOptions struct {
+	// HostManaged: IMEX daemons are run by the administrator; Prepare sets no node label.
+	HostManaged bool
+	// UnprepareLabelLag is how long the node label outlives the last claim of its domain on
+	// the node (daemon teardown in the real driver). It is what leaves stale labels behind.
+	UnprepareLabelLag time.Duration
+	// Fleet limits the emulator to the nodes of one fleet (all simulated nodes when empty).
+	Fleet string
+}
+
+// Refusal is one failed Prepare, as the kubelet would report it.
+type Refusal struct {
+	Namespace, Pod, Node, Claim, Domain, Message string
+	At                                           time.Time
+}
+
+// LabelEvent records when the emulator set or removed a node's ComputeDomain label.
+type LabelEvent struct {
+	Node, Domain string
+	Set          bool
+	At           time.Time
+}
+
+type preparedClaim struct {
+	uid    types.UID
+	name   string // namespace/name
+	domain string // "" for claims without a channel
+}
+
+type preparedPod struct {
+	node   string
+	claims []preparedClaim
+}
+
+type nodeState struct {
+	channel  map[int]preparedClaim // the driver's checkpoint: channel id -> claim
+	domains  map[string]int        // prepared channel claims per domain
+	label    string                // the node label as this emulator last wrote it
+	known    bool                  // label initialised from the API
+	removals map[string]*time.Timer
+}
+
+// PrepareEmulator plays the kubelet and the ComputeDomain kubelet plugin for pods bound to
+// simulated nodes: Prepare (node label, channel checkpoint), Running status, Unprepare with the
+// label lag, and the final deletion of terminating pods.
+type PrepareEmulator struct {
+	opts   PrepareOptions
+	client kubernetes.Interface
+	pods   corelisters.PodLister
+	nodes  corelisters.NodeLister
+	claims resourcelisters.ResourceClaimLister
+
+	mu        sync.Mutex
+	state     map[string]*nodeState
+	prepared  map[types.UID]*preparedPod
+	refusals  []Refusal
+	reported  map[string]bool // pod UID + message: one Event per distinct refusal
+	labelLog  []LabelEvent
+	preparedN int
+	kick      chan struct{}
+}
+
+// StartPrepareEmulator runs the emulator until ctx ends.
+func StartPrepareEmulator(ctx context.Context, c kubernetes.Interface, opts PrepareOptions) (*PrepareEmulator, error) {
+	factory := informers.NewSharedInformerFactory(c, 0)
+	e := &PrepareEmulator{
+		opts:     opts,
+		client:   c,
+		pods:     factory.Core().V1().Pods().Lister(),
+		nodes:    factory.Core().V1().Nodes().Lister(),
+		claims:   factory.Resource().V1().ResourceClaims().Lister(),
+		state:    map[string]*nodeState{},
+		prepared: map[types.UID]*preparedPod{},
+		reported: map[string]bool{},
+		kick:     make(chan struct{}, 1),
+	}
+	poke := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { e.poke() },
+		UpdateFunc: func(any, any) { e.poke() },
+		DeleteFunc: func(any) { e.poke() },
+	}
+	for _, inf := range []cache.SharedIndexInformer{
+		factory.Core().V1().Pods().Informer(), factory.Core().V1().Nodes().Informer(),
+		factory.Resource().V1().ResourceClaims().Informer(),
+	} {
+		if _, err := inf.AddEventHandler(poke); err != nil {
+			return nil, err
+		}
+	}
+	factory.Start(ctx.Done())
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return nil, fmt.Errorf("prepare emulator: %v informer did not sync", typ)
+		}
+	}
+	go e.run(ctx)
+	return e, nil
+}
+
+func (e *PrepareEmulator) poke() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (e *PrepareEmulator) run(ctx context.Context) {
+	// The kubelet retries a failed Prepare; a short period keeps the emulator close to it.
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			e.mu.Lock()
+			for _, st := range e.state {
+				for _, t := range st.removals {
+					t.Stop()
+				}
+			}
+			e.mu.Unlock()
+			return
+		case <-e.kick:
+		case <-tick.C:
+		}
+		e.reconcile(ctx)
+	}
+}
+
+func (e *PrepareEmulator) reconcile(ctx context.Context) {
+	pods, err := e.pods.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	seen := map[types.UID]bool{}
+	for _, pod := range pods {
+		if pod.Spec.NodeName == "" {
+			continue
+		}
+		node, err := e.nodes.Get(pod.Spec.NodeName)
+		if err != nil || node.Labels[FleetLabel] == "" || (e.opts.Fleet != "" && node.Labels[FleetLabel] != e.opts.Fleet) {
+			if pod.DeletionTimestamp != nil && apierrors.IsNotFound(err) {
+				e.finishDeletion(ctx, pod)
+			}
+			continue
+		}
+		seen[pod.UID] = true
+		switch {
+		case pod.DeletionTimestamp != nil:
+			e.unprepare(ctx, pod.UID)
+			e.finishDeletion(ctx, pod)
+		case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+			e.unprepare(ctx, pod.UID)
+		default:
+			e.mu.Lock()
+			_, done := e.prepared[pod.UID]
+			e.mu.Unlock()
+			if !done {
+				e.prepare(ctx, pod, node)
+			}
+		}
+	}
+	// Pods deleted outright (grace period 0) or whose node went away: unprepare what they held.
+	e.mu.Lock()
+	var gone []types.UID
+	for uid := range e.prepared {
+		if !seen[uid] {
+			gone = append(gone, uid)
+		}
+	}
+	e.mu.Unlock()
+	for _, uid := range gone {
+		e.unprepare(ctx, uid)
+	}
+}
+
+func (e *PrepareEmulator) prepare(ctx context.Context, pod *corev1.Pod, node *corev1.Node) {
+	claims, ready := e.podClaims(pod)
+	if !ready {
+		return // the claim controller or the scheduler has not finished with the claims yet
+	}
+	e.mu.Lock()
+	st := e.nodeState(node)
+	var refusal *Refusal
+	for _, cl := range claims {
+		if cl.domain == "" {
+			continue
+		}
+		if held, ok := st.channel[0]; ok && held.uid != cl.uid {
+			refusal = &Refusal{Claim: cl.name, Domain: cl.domain,
+				Message: fmt.Sprintf("channel 0 already allocated by claim %s (according to checkpoint)", held.name)}
+			break
+		}
+		if !e.opts.HostManaged && st.label != "" && st.label != cl.domain {
+			refusal = &Refusal{Claim: cl.name, Domain: cl.domain, Message: errLabelWrap + ErrLabelExists}
+			break
+		}
+	}
+	if refusal != nil {
+		refusal.Namespace, refusal.Pod, refusal.Node, refusal.At = pod.Namespace, pod.Name, node.Name, time.Now()
+		e.refusals = append(e.refusals, *refusal)
+		key := string(pod.UID) + refusal.Message
+		first := !e.reported[key]
+		e.reported[key] = true
+		e.mu.Unlock()
+		if first {
+			e.event(ctx, pod, corev1.EventTypeWarning, ReasonPrepareErr,
+				fmt.Sprintf("Failed to prepare dynamic resources: prepare dynamic resources: NodePrepareResources failed for ResourceClaim %s: %s",
+					refusal.Claim, refusal.Message))
+		}
+		return
+	}
+	setLabel := ""
+	for _, cl := range claims {
+		if cl.domain == "" {
+			continue
+		}
+		st.channel[0] = cl
+		st.domains[cl.domain]++
+		if t := st.removals[cl.domain]; t != nil {
+			t.Stop()
+			delete(st.removals, cl.domain)
+		}
+		if !e.opts.HostManaged && st.label == "" {
+			st.label = cl.domain
+			setLabel = cl.domain
+			e.labelLog = append(e.labelLog, LabelEvent{Node: node.Name, Domain: cl.domain, Set: true, At: time.Now()})
+		}
+	}
+	e.prepared[pod.UID] = &preparedPod{node: node.Name, claims: claims}
+	e.preparedN++
+	e.mu.Unlock()
+	if setLabel != "" {
+		e.patchLabel(ctx, node.Name, &setLabel)
+	}
+	e.markRunning(ctx, pod)
+}
+
+// podClaims resolves the pod's claims; ready is false until every claim exists and is allocated.
+func (e *PrepareEmulator) podClaims(pod *corev1.Pod) (out []preparedClaim, ready bool) {
+	for _, pc := range pod.Spec.ResourceClaims {
+		name := ptr.Deref(pc.ResourceClaimName, "")
+		if name == "" {
+			for _, s := range pod.Status.ResourceClaimStatuses {
+				if s.Name == pc.Name {
+					name = ptr.Deref(s.ResourceClaimName, "")
+				}
+			}
+		}
+		if name == "" {
+			return nil, false
+		}
+		claim, err := e.claims.ResourceClaims(pod.Namespace).Get(name)
+		if err != nil || claim.Status.Allocation == nil {
+			return nil, false
+		}
+		out = append(out, preparedClaim{uid: claim.UID, name: pod.Namespace + "/" + name, domain: channelDomain(claim)})
+	}
+	return out, true
+}
+
+// channelDomain is the domainID of a claim allocated a compute-domain channel, or "".
+func channelDomain(claim *resourcev1.ResourceClaim) string {
+	channel := false
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		if r.Driver == ComputeDomainDriver {
+			channel = true
+		}
+	}
+	if !channel {
+		return ""
+	}
+	configs := claim.Status.Allocation.Devices.Config
+	for _, c := range configs {
+		if c.Opaque == nil || c.Opaque.Driver != ComputeDomainDriver {
+			continue
+		}
+		var p struct {
+			Kind     string `json:"kind"`
+			DomainID string `json:"domainID"`
+		}
+		if json.Unmarshal(c.Opaque.Parameters.Raw, &p) == nil && p.Kind == "ComputeDomainChannelConfig" {
+			return p.DomainID
+		}
+	}
+	return ""
+}
+
+func (e *PrepareEmulator) nodeState(node *corev1.Node) *nodeState {
+	st := e.state[node.Name]
+	if st == nil {
+		st = &nodeState{channel: map[int]preparedClaim{}, domains: map[string]int{}, removals: map[string]*time.Timer{}}
+		e.state[node.Name] = st
+	}
+	if !st.known {
+		st.label = node.Labels[DomainNodeLabel]
+		st.known = true
+	}
+	return st
+}
+
+func (e *PrepareEmulator) unprepare(ctx context.Context, uid types.UID) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p := e.prepared[uid]
+	if p == nil {
+		return
+	}
+	delete(e.prepared, uid)
+	st := e.state[p.node]
+	if st == nil {
+		return
+	}
+	for _, cl := range p.claims {
+		if cl.domain == "" {
+			continue
+		}
+		if held, ok := st.channel[0]; ok && held.uid == cl.uid {
+			delete(st.channel, 0)
+		}
+		st.domains[cl.domain]--
+		if st.domains[cl.domain] > 0 || e.opts.HostManaged || st.label != cl.domain {
+			continue
+		}
+		domain, node := cl.domain, p.node
+		remove := func() {
+			e.mu.Lock()
+			s := e.state[node]
+			if s == nil || s.domains[domain] > 0 || s.label != domain {
+				e.mu.Unlock()
+				return
+			}
+			s.label = ""
+			delete(s.removals, domain)
+			e.labelLog = append(e.labelLog, LabelEvent{Node: node, Domain: domain, At: time.Now()})
+			e.mu.Unlock()
+			e.patchLabel(ctx, node, nil)
+		}
+		if t := st.removals[domain]; t != nil {
+			t.Stop()
+		}
+		st.removals[domain] = time.AfterFunc(e.opts.UnprepareLabelLag, remove)
+	}
+}
+
+func (e *PrepareEmulator) patchLabel(ctx context.Context, node string, value *string) {
+	v := "null"
+	if value != nil {
+		v = fmt.Sprintf("%q", *value)
+	}
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, DomainNodeLabel, v)
+	_, err := e.client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+		klog.FromContext(ctx).Error(err, "patch node label", "node", node)
+	}
+}
+
+func (e *PrepareEmulator) markRunning(ctx context.Context, pod *corev1.Pod) {
+	p := pod.DeepCopy()
+	now := metav1.Now()
+	p.Status.Phase = corev1.PodRunning
+	p.Status.StartTime = &now
+	p.Status.HostIP = "127.0.0.1"
+	setCond := func(t corev1.PodConditionType) {
+		for i := range p.Status.Conditions {
+			if p.Status.Conditions[i].Type == t {
+				p.Status.Conditions[i].Status = corev1.ConditionTrue
+				p.Status.Conditions[i].LastTransitionTime = now
+				return
+			}
+		}
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: now})
+	}
+	for _, t := range []corev1.PodConditionType{corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady} {
+		setCond(t)
+	}
+	p.Status.ContainerStatuses = nil
+	for _, c := range p.Spec.Containers {
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{
+			Name: c.Name, Image: c.Image, Ready: true, Started: ptr.To(true),
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+		})
+	}
+	if _, err := e.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		// Retried: forget the preparation so the next pass prepares and reports again.
+		if !apierrors.IsNotFound(err) {
+			e.unprepare(ctx, pod.UID)
+		}
+	}
+}
+
+func (e *PrepareEmulator) finishDeletion(ctx context.Context, pod *corev1.Pod) {
+	err := e.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &pod.UID},
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && ctx.Err() == nil {
+		klog.FromContext(ctx).Error(err, "delete terminating pod", "pod", klog.KObj(pod))
+	}
+}
+
+func (e *PrepareEmulator) event(ctx context.Context, pod *corev1.Pod, typ, reason, msg string) {
+	now := metav1.Now()
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: pod.Name + ".", Namespace: pod.Namespace},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name,
+			UID: pod.UID, APIVersion: "v1"},
+		Reason: reason, Message: msg, Type: typ, Count: 1,
+		FirstTimestamp: now, LastTimestamp: now,
+		Source: corev1.EventSource{Component: "kubelet", Host: pod.Spec.NodeName},
+	}
+	if _, err := e.client.CoreV1().Events(pod.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil && ctx.Err() == nil {
+		klog.FromContext(ctx).Error(err, "record event", "pod", klog.KObj(pod))
+	}
+}
+
+// Refusals returns every failed Prepare so far, oldest first.
+func (e *PrepareEmulator) Refusals() []Refusal {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]Refusal(nil), e.refusals...)
+}
+
+// RefusedPods counts the distinct pods that had at least one Prepare refused.
+func (e *PrepareEmulator) RefusedPods() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	pods := map[string]bool{}
+	for _, r := range e.refusals {
+		pods[r.Namespace+"/"+r.Pod] = true
+	}
+	return len(pods)
+}
+
+// LabelLog returns the label sets and removals so far, oldest first.
+func (e *PrepareEmulator) LabelLog() []LabelEvent {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]LabelEvent(nil), e.labelLog...)
+}
+
+// Labels returns the ComputeDomain label of every node that has one, as the emulator wrote it.
+func (e *PrepareEmulator) Labels() map[string]string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[string]string{}
+	for n, st := range e.state {
+		if st.label != "" {
+			out[n] = st.label
+		}
+	}
+	return out
+}
+
+// ChannelHolders lists, per node, the channel claims prepared there (at most one, when the
+// driver's rules hold).
+func (e *PrepareEmulator) ChannelHolders() map[string][]string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[string][]string{}
+	for uid, p := range e.prepared {
+		for _, cl := range p.claims {
+			if cl.domain != "" {
+				out[p.node] = append(out[p.node], cl.name+"@"+string(uid))
+			}
+		}
+	}
+	for _, v := range out {
+		sort.Strings(v)
+	}
+	return out
+}

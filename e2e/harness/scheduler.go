@@ -1,0 +1,135 @@
+package harness
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Scheduler is one kube-scheduler process. Restart and Kill let scenarios take it down mid-way.
+type Scheduler struct {
+	Name       string
+	ConfigPath string
+	Port       int
+	bin        string
+	dir        string
+	proc       *Process
+}
+
+// SchedulerConfig reads a KubeSchedulerConfiguration file as users deploy it and changes only
+// clientConnection.kubeconfig (and, when pluginConfig is given, the first profile's pluginConfig,
+// e.g. from kube-scheduler-config/examples/host-managed-args.yaml).
+func SchedulerConfig(srcPath, kubeconfig string, pluginConfig []byte) ([]byte, error) {
+	raw, err := os.ReadFile(srcPath)
+	if err != nil {
+		return nil, err
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		return nil, fmt.Errorf("%s: %w", srcPath, err)
+	}
+	cc, _ := cfg["clientConnection"].(map[string]any)
+	if cc == nil {
+		cc = map[string]any{}
+	}
+	cc["kubeconfig"] = kubeconfig
+	cfg["clientConnection"] = cc
+	if pluginConfig != nil {
+		var list []any
+		if err := yaml.Unmarshal(pluginConfig, &list); err != nil {
+			return nil, fmt.Errorf("pluginConfig: %w", err)
+		}
+		profiles, _ := cfg["profiles"].([]any)
+		if len(profiles) == 0 {
+			return nil, fmt.Errorf("%s has no profiles", srcPath)
+		}
+		profiles[0].(map[string]any)["pluginConfig"] = list
+	}
+	return yaml.Marshal(cfg)
+}
+
+// BaselineSchedulerConfig is the stock default-scheduler profile, no cdplace plugin, no leader
+// election: the upstream pattern's scheduler.
+func BaselineSchedulerConfig(kubeconfig string) []byte {
+	return []byte(fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: %s
+leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: default-scheduler
+`, kubeconfig))
+}
+
+// StartScheduler writes config to <Dir>/<name>.yaml and runs the scheduler binary with it.
+func (cp *ControlPlane) StartScheduler(ctx context.Context, name string, config []byte) (*Scheduler, error) {
+	path := filepath.Join(cp.Dir, name+".yaml")
+	if err := os.WriteFile(path, config, 0o600); err != nil {
+		return nil, err
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	s := &Scheduler{Name: name, ConfigPath: path, Port: port, bin: cp.Bin.Scheduler, dir: cp.Dir}
+	if err := s.start(ctx); err != nil {
+		return nil, err
+	}
+	cp.schedulers = append(cp.schedulers, s)
+	return s, nil
+}
+
+func (s *Scheduler) start(ctx context.Context) error {
+	p, err := StartProcess(s.dir, s.Name, s.bin, "--config="+s.ConfigPath,
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(s.Port), "--v=2")
+	if err != nil {
+		return err
+	}
+	s.proc = p
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		// The scheduler's serving certificate is self-signed; this probe only reads /healthz.
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec
+	}}
+	url := fmt.Sprintf("https://127.0.0.1:%d/healthz", s.Port)
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if exited, err := p.Exited(); exited {
+			return fmt.Errorf("%s exited while starting (%v); log: %s", s.Name, err, p.LogPath)
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not healthy after 60s; log: %s", s.Name, p.LogPath)
+}
+
+// Kill ends the scheduler with SIGKILL, as a crash would.
+func (s *Scheduler) Kill() { s.proc.Kill() }
+
+// Restart starts the scheduler again with the same config and port.
+func (s *Scheduler) Restart(ctx context.Context) error { return s.start(ctx) }
+
+// Stop ends the scheduler gracefully.
+func (s *Scheduler) Stop() { s.proc.Stop(10 * time.Second) }
+
+// Running reports whether the scheduler process is alive.
+func (s *Scheduler) Running() bool {
+	exited, _ := s.proc.Exited()
+	return !exited
+}
+
+// LogPath is where the scheduler writes its log.
+func (s *Scheduler) LogPath() string { return s.proc.LogPath }
