@@ -189,6 +189,18 @@ func all(name string, want int) func(map[string]*harness.DomainState) bool {
 	}
 }
 
+// ready waits for a domain the scenario builds on: all its pods running through cdplace; through
+// the baseline, only for the cluster to settle (the baseline may leave it partly placed, and the
+// scenario goes on from there as a user's cluster would).
+func (s *scenario) ready(name string, pods int) {
+	s.t.Helper()
+	if s.profile == harness.Cdplace {
+		s.waitFor(name+" running", 60*time.Second, all(name, pods))
+		return
+	}
+	s.settle(60 * time.Second)
+}
+
 // ---- cdplace's invariants, checked on every cdplace run ----
 
 func (s *scenario) assertNoSplits(d map[string]*harness.DomainState) {

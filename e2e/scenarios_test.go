@@ -58,9 +58,9 @@ func TestScenario02OneTrayTooMany(t *testing.T) {
 	bothProfiles(t, func(t *testing.T, p harness.Profile) {
 		s := newScenario(t, "s02", p, twoRacks, harness.PrepareOptions{})
 		s.domain("a", 10, 4)
-		s.waitFor("a running", 60*time.Second, all("a", 10))
+		s.ready("a", 10)
 		s.domain("b", 12, 4)
-		s.waitFor("b running", 60*time.Second, all("b", 12))
+		s.ready("b", 12)
 		// Free now: 8 trays in one clique, 6 in the other (if a and b took different cliques).
 		s.domain("big", 9, 4)
 		d := s.settle(60 * time.Second)
@@ -112,7 +112,7 @@ func TestScenario04TwoDomainsOneClique(t *testing.T) {
 	bothProfiles(t, func(t *testing.T, p harness.Profile) {
 		s := newScenario(t, "s04", p, twoRacks, harness.PrepareOptions{})
 		s.domain("filler", 10, 4)
-		s.waitFor("filler running", 60*time.Second, all("filler", 10))
+		s.ready("filler", 10)
 		s.createDomain("x", 12)
 		s.createDomain("y", 12)
 		s.pods("x", 0, 12, 4)
