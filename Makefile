@@ -13,7 +13,10 @@ SCHEDULER := target/go/kube-scheduler
 EMBEDDED_GUEST := host-shim/internal/cdplace/guest/cdplace_guest.wasm
 LINK_LIBS := -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 
-.PHONY: all guest build scheduler test test-rust test-c test-go lint lint-go bench bench-smoke bench-framework demo clean
+E2E_BIN := target/e2e/bin
+E2E_BINARIES := $(E2E_BIN)/etcd $(E2E_BIN)/kube-apiserver $(E2E_BIN)/kube-controller-manager $(E2E_BIN)/cdplace-demo
+
+.PHONY: all guest build scheduler test test-rust test-c test-go test-e2e lint lint-go lint-e2e e2e-binaries bench bench-smoke bench-framework demo explain-demo clean
 
 all: build scheduler
 
@@ -33,7 +36,7 @@ scheduler: build
 	cd host-shim && $(GO) build -o ../$(SCHEDULER) ./cmd/kube-scheduler
 
 ## test: everything CI checks
-test: lint test-rust test-c test-go bench-smoke
+test: lint test-rust test-c test-go test-e2e bench-smoke
 
 test-rust: build
 	$(CARGO) test --workspace --release
@@ -53,6 +56,38 @@ lint: guest
 	$(CARGO) clippy --workspace --all-targets --release -- -D warnings
 	$(CARGO) clippy -p cdplace-guest -p cdplace-faulty-guest --target wasm32-wasip2 --profile guest -- -D warnings
 
+## e2e-binaries: etcd, kube-apiserver and kube-controller-manager from the pinned Go modules
+## (e2e/go.mod), and the demo; rebuilt only when e2e/go.mod or go.sum change
+e2e-binaries: $(E2E_BINARIES)
+
+$(E2E_BIN)/etcd: e2e/go.mod e2e/go.sum
+	mkdir -p $(E2E_BIN)
+	cd e2e && $(GO) build -o ../$@ go.etcd.io/etcd/server/v3
+
+$(E2E_BIN)/kube-apiserver: e2e/go.mod e2e/go.sum
+	mkdir -p $(E2E_BIN)
+	cd e2e && $(GO) build -o ../$@ k8s.io/kubernetes/cmd/kube-apiserver
+
+$(E2E_BIN)/kube-controller-manager: e2e/go.mod e2e/go.sum
+	mkdir -p $(E2E_BIN)
+	cd e2e && $(GO) build -o ../$@ k8s.io/kubernetes/cmd/kube-controller-manager
+
+$(E2E_BIN)/cdplace-demo: e2e/go.mod e2e/go.sum $(wildcard e2e/harness/*.go e2e/cmd/cdplace-demo/*.go)
+	mkdir -p $(E2E_BIN)
+	cd e2e && $(GO) build -o ../$@ ./cmd/cdplace-demo
+
+## test-e2e: the scenarios on a real control plane (etcd, kube-apiserver, kube-controller-manager,
+## the cdplace kube-scheduler and a stock one for the baseline, as local processes)
+test-e2e: scheduler e2e-binaries lint-e2e
+	mkdir -p target/e2e
+	cd e2e && { $(GO) test -count=1 -timeout 30m -v ./... > ../target/e2e/test.log 2>&1; rc=$$?; \
+		grep -E '^ *(--- |ok |FAIL|control plane)|^ *[|]' ../target/e2e/test.log; \
+		if [ $$rc -ne 0 ]; then tail -n 150 ../target/e2e/test.log; fi; exit $$rc; }
+
+lint-e2e:
+	@test -z "$$(cd e2e && gofmt -l .)" || { echo "gofmt would change:"; cd e2e && gofmt -l .; exit 1; }
+	cd e2e && $(GO) vet ./...
+
 lint-go: build
 	cp $(GUEST) $(EMBEDDED_GUEST)
 	@test -z "$$(cd host-shim && gofmt -l .)" || { echo "gofmt would change:"; cd host-shim && gofmt -l .; exit 1; }
@@ -70,8 +105,12 @@ bench-smoke: guest
 bench-framework: scheduler
 	cd host-shim && $(GO) test ./pkg/computedomain -run '^$$' -bench . -benchtime 200x -count 5
 
-## demo: explain where example ComputeDomain pods may go on a two-rack cluster snapshot
-demo: build
+## demo: a real control plane with 4 simulated NVL72 racks, the example workloads, a rack map
+demo: scheduler e2e-binaries
+	$(E2E_BIN)/cdplace-demo -repo .
+
+## explain-demo: explain where example ComputeDomain pods may go on a two-rack cluster snapshot
+explain-demo: build
 	target/release/cdplace explain --snapshot examples/snapshot.yaml --pod training/trainer-1
 	target/release/cdplace explain --snapshot examples/snapshot.yaml --pod training/big-0
 
