@@ -74,8 +74,8 @@ type ControlPlane struct {
 	schedulers []*Scheduler
 }
 
-// Start brings up etcd, kube-apiserver and kube-controller-manager (resourceclaim and job
-// controllers) on loopback and waits until the API server is ready.
+// Start brings up etcd, kube-apiserver and kube-controller-manager (resourceclaim, job and
+// garbage-collector controllers) on loopback and waits until the API server is ready.
 func Start(ctx context.Context, dir string, bin Binaries) (*ControlPlane, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -160,7 +160,12 @@ func Start(ctx context.Context, dir string, bin Binaries) (*ControlPlane, error)
 		"--kubeconfig="+cp.AdminKubeconfig,
 		"--authentication-kubeconfig="+cp.AdminKubeconfig,
 		"--authorization-kubeconfig="+cp.AdminKubeconfig,
-		"--controllers=resourceclaim-controller,job-controller",
+		// Claims from templates, Jobs, and the garbage collector, which deletes a generated
+		// claim once its pod is gone.
+		"--controllers=resourceclaim-controller,job-controller,garbage-collector-controller",
+		// The default 20 QPS would make claim creation, not scheduling, the limit of every
+		// throughput measurement; large clusters raise it too.
+		"--kube-api-qps=200", "--kube-api-burst=400",
 		"--leader-elect=false",
 		"--use-service-account-credentials=false",
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(kcmPort),

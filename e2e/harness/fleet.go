@@ -98,6 +98,19 @@ func deviceClass(name, expr string) resourcev1.DeviceClass {
 // CreateFleet creates the nodes (labels, allocatable, Ready) and, per node, the two
 // ResourceSlices the NVIDIA driver publishes.
 func CreateFleet(ctx context.Context, c kubernetes.Interface, spec FleetSpec) (*Fleet, error) {
+	racks := make([]*Fleet, 0, spec.Racks)
+	for r := 0; r < spec.Racks; r++ {
+		f, err := CreateRack(ctx, c, spec, r)
+		if err != nil {
+			return nil, err
+		}
+		racks = append(racks, f)
+	}
+	return MergeFleet(spec, racks), nil
+}
+
+// CreateRack creates rack r of spec alone (for creating big fleets in parallel; see MergeFleet).
+func CreateRack(ctx context.Context, c kubernetes.Interface, spec FleetSpec, r int) (*Fleet, error) {
 	if spec.GPUsPerTray == 0 {
 		spec.GPUsPerTray = 4
 	}
@@ -105,22 +118,42 @@ func CreateFleet(ctx context.Context, c kubernetes.Interface, spec FleetSpec) (*
 		spec.CliquesPerRack = 1
 	}
 	f := &Fleet{Spec: spec, CliqueOf: map[string]string{}, RackOf: map[string]int{}}
-	for r := 0; r < spec.Racks; r++ {
-		for ci := 0; ci < spec.CliquesPerRack; ci++ {
-			clique := fmt.Sprintf("%s.%d", spec.clusterUUID(r), 32766-ci)
-			f.Cliques = append(f.Cliques, clique)
-			f.RackOf[clique] = r
-			for t := 0; t < spec.TraysPerClique; t++ {
-				name := spec.NodeName(r, ci, t)
-				if err := createNode(ctx, c, spec, name, clique); err != nil {
-					return nil, err
-				}
-				f.Nodes = append(f.Nodes, name)
-				f.CliqueOf[name] = clique
+	for ci := 0; ci < spec.CliquesPerRack; ci++ {
+		clique := fmt.Sprintf("%s.%d", spec.clusterUUID(r), 32766-ci)
+		f.Cliques = append(f.Cliques, clique)
+		f.RackOf[clique] = r
+		for t := 0; t < spec.TraysPerClique; t++ {
+			name := spec.NodeName(r, ci, t)
+			if err := createNode(ctx, c, spec, name, clique); err != nil {
+				return nil, err
 			}
+			f.Nodes = append(f.Nodes, name)
+			f.CliqueOf[name] = clique
 		}
 	}
 	return f, nil
+}
+
+// MergeFleet joins racks created by CreateRack, in rack order.
+func MergeFleet(spec FleetSpec, racks []*Fleet) *Fleet {
+	f := &Fleet{Spec: spec, CliqueOf: map[string]string{}, RackOf: map[string]int{}}
+	if f.Spec.GPUsPerTray == 0 {
+		f.Spec.GPUsPerTray = 4
+	}
+	if f.Spec.CliquesPerRack == 0 {
+		f.Spec.CliquesPerRack = 1
+	}
+	for _, r := range racks {
+		f.Nodes = append(f.Nodes, r.Nodes...)
+		f.Cliques = append(f.Cliques, r.Cliques...)
+		for k, v := range r.CliqueOf {
+			f.CliqueOf[k] = v
+		}
+		for k, v := range r.RackOf {
+			f.RackOf[k] = v
+		}
+	}
+	return f
 }
 
 // CliqueNodes lists the nodes of one clique in tray order.

@@ -69,6 +69,9 @@ profiles:
 `, kubeconfig))
 }
 
+// MetricsURL is the scheduler's Prometheus endpoint.
+func (s *Scheduler) MetricsURL() string { return fmt.Sprintf("https://127.0.0.1:%d/metrics", s.Port) }
+
 // StartScheduler writes config to <Dir>/<name>.yaml and runs the scheduler binary with it.
 func (cp *ControlPlane) StartScheduler(ctx context.Context, name string, config []byte) (*Scheduler, error) {
 	path := filepath.Join(cp.Dir, name+".yaml")
@@ -88,8 +91,10 @@ func (cp *ControlPlane) StartScheduler(ctx context.Context, name string, config 
 }
 
 func (s *Scheduler) start(ctx context.Context) error {
+	// /metrics is readable without a token so the benchmarks can scrape it (loopback only).
 	p, err := StartProcess(s.dir, s.Name, s.bin, "--config="+s.ConfigPath,
-		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(s.Port), "--v=2")
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(s.Port), "--v=2",
+		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics")
 	if err != nil {
 		return err
 	}
