@@ -16,7 +16,7 @@ LINK_LIBS := -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 E2E_BIN := target/e2e/bin
 E2E_BINARIES := $(E2E_BIN)/etcd $(E2E_BIN)/kube-apiserver $(E2E_BIN)/kube-controller-manager $(E2E_BIN)/cdplace-demo
 
-.PHONY: all guest build scheduler test test-rust test-c test-go test-e2e lint lint-go lint-e2e e2e-binaries bench bench-smoke bench-framework demo explain-demo clean
+.PHONY: all guest build scheduler test test-rust test-c test-go test-e2e lint lint-go lint-e2e e2e-binaries bench bench-smoke bench-framework bench-throughput bench-placement bench-e2e-smoke demo explain-demo clean
 
 all: build scheduler
 
@@ -36,7 +36,7 @@ scheduler: build
 	cd host-shim && $(GO) build -o ../$(SCHEDULER) ./cmd/kube-scheduler
 
 ## test: everything CI checks
-test: lint test-rust test-c test-go test-e2e bench-smoke
+test: lint test-rust test-c test-go test-e2e bench-smoke bench-e2e-smoke
 
 test-rust: build
 	$(CARGO) test --workspace --release
@@ -96,6 +96,25 @@ lint-go: build
 ## bench: wasm vs native policy cost at 500 / 5,000 / 20,000 trays (results in target/bench/)
 bench: guest
 	$(CARGO) bench -p cdplace-host --bench policy
+
+## bench-throughput: pods/s through cdplace and the stock default scheduler on a real control
+## plane at 500 and 5,000 trays, with the schedulers' latency histograms (target/bench/throughput/)
+bench-throughput: scheduler e2e-binaries
+	cd e2e && $(GO) build -o ../$(E2E_BIN)/cdplace-bench-throughput ./cmd/cdplace-bench-throughput
+	$(E2E_BIN)/cdplace-bench-throughput -repo .
+
+## bench-placement: a seeded trace of ComputeDomain arrivals, departures and tray failures through
+## the baseline, cdplace and cdplace with reserveTraysPerClique: 2 (target/bench/placement/)
+bench-placement: scheduler e2e-binaries
+	cd e2e && $(GO) build -o ../$(E2E_BIN)/cdplace-bench-placement ./cmd/cdplace-bench-placement
+	$(E2E_BIN)/cdplace-bench-placement -repo .
+
+## bench-e2e-smoke: both control-plane benchmarks at toy size, so they keep working (not timed)
+bench-e2e-smoke: scheduler e2e-binaries
+	cd e2e && $(GO) build -o ../$(E2E_BIN)/cdplace-bench-throughput ./cmd/cdplace-bench-throughput
+	cd e2e && $(GO) build -o ../$(E2E_BIN)/cdplace-bench-placement ./cmd/cdplace-bench-placement
+	$(E2E_BIN)/cdplace-bench-throughput -repo . -smoke -out target/bench/smoke/throughput
+	$(E2E_BIN)/cdplace-bench-placement -repo . -smoke -out target/bench/smoke/placement
 
 bench-smoke: guest
 	$(CARGO) bench -p cdplace-host --bench policy -- --quick

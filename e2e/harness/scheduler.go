@@ -69,6 +69,11 @@ profiles:
 `, kubeconfig))
 }
 
+// ProfileURL is the scheduler's CPU profile endpoint for a profile of the given length.
+func (s *Scheduler) ProfileURL(seconds int) string {
+	return fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/profile?seconds=%d", s.Port, seconds)
+}
+
 // MetricsURL is the scheduler's Prometheus endpoint.
 func (s *Scheduler) MetricsURL() string { return fmt.Sprintf("https://127.0.0.1:%d/metrics", s.Port) }
 
@@ -91,10 +96,11 @@ func (cp *ControlPlane) StartScheduler(ctx context.Context, name string, config 
 }
 
 func (s *Scheduler) start(ctx context.Context) error {
-	// /metrics is readable without a token so the benchmarks can scrape it (loopback only).
+	// /metrics and pprof are readable without a token so the benchmarks can scrape and profile
+	// the scheduler (loopback only).
 	p, err := StartProcess(s.dir, s.Name, s.bin, "--config="+s.ConfigPath,
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(s.Port), "--v=2",
-		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics")
+		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/pprof/*")
 	if err != nil {
 		return err
 	}

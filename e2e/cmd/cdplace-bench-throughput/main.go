@@ -27,6 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cdplace/cdplace/e2e/harness"
+	"github.com/cdplace/cdplace/e2e/plot"
 )
 
 // kinds of workload.
@@ -47,6 +48,7 @@ type config struct {
 	kinds    []string
 	timeout  time.Duration
 	keepLogs bool
+	profile  int
 }
 
 // Run is one workload through one scheduler.
@@ -84,6 +86,7 @@ func main() {
 	flag.StringVar(&c.out, "out", "target/bench/throughput", "output directory")
 	flag.DurationVar(&c.timeout, "timeout", 10*time.Minute, "give up on one run after this long")
 	flag.BoolVar(&c.keepLogs, "keep-logs", false, "keep the control plane's logs")
+	flag.IntVar(&c.profile, "profile", 0, "seconds of CPU profile to take of each scheduler during its first ComputeDomain run at the largest size (0: none)")
 	smoke := flag.Bool("smoke", false, "a quick check that the benchmark works: 90 trays, 1 repetition")
 	flag.Parse()
 	for _, s := range strings.Split(*sizes, ",") {
@@ -106,9 +109,12 @@ func main() {
 
 func run(c config) (err error) {
 	root, _ := filepath.Abs(c.repo)
+	if !filepath.IsAbs(c.out) {
+		c.out = filepath.Join(root, c.out)
+	}
 	out := c.out
-	if !filepath.IsAbs(out) {
-		out = filepath.Join(root, out)
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
 	}
 	dir := filepath.Join(root, "target", "e2e", "bench-throughput-"+time.Now().Format("20060102-150405"))
 	ctx := context.Background()
@@ -269,6 +275,16 @@ func oneRun(ctx context.Context, env *harness.Env, prep *harness.PrepareEmulator
 	before, err := harness.ScrapeHistograms(ctx, sched.MetricsURL(), histogramFamilies...)
 	if err != nil {
 		return Run{}, fmt.Errorf("metrics of %s: %w", sched.Name, err)
+	}
+	if c.profile > 0 && kind == kindCD && rep == 0 && trays >= c.sizes[len(c.sizes)-1] {
+		path := filepath.Join(c.out, fmt.Sprintf("cpu-%s-%s-%d.pprof", short, kind, trays))
+		go func() {
+			if err := harness.Fetch(ctx, sched.ProfileURL(c.profile), path); err != nil {
+				fmt.Fprintf(os.Stderr, "profile of %s: %v\n", sched.Name, err)
+				return
+			}
+			fmt.Printf("  wrote %s (go tool pprof -top %s)\n", path, path)
+		}()
 	}
 	start := time.Now()
 	work := make(chan *corev1.Pod)
@@ -485,6 +501,18 @@ func report(out string, runs []Run) error {
 		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.1f | %.1f / %.1f | %s | %s | %s | %s | %s |\n", r.Trays, r.Kind, r.Profile, r.Rep, r.PodsPerSec,
 			r.AttemptP50, r.AttemptP99, q(r, "ComputeDomainPlacement/PreFilter"), q(r, "ComputeDomainPlacement/Filter"),
 			q(r, "ComputeDomainPlacement/Score"), q(r, "DynamicResources/PreFilter"), q(r, "DynamicResources/Filter"))
+	}
+	var groups []string
+	cdSeries := plot.Series{Name: "cdplace (computedomain-scheduler)"}
+	baseSeries := plot.Series{Name: "baseline (default-scheduler)"}
+	for _, s := range sums {
+		groups = append(groups, fmt.Sprintf("%s, %d trays", s.Kind, s.Trays))
+		cdSeries.Y = append(cdSeries.Y, s.Cdplace)
+		baseSeries.Y = append(baseSeries.Y, s.Baseline)
+	}
+	svg := plot.BarChart("Scheduling throughput (median of repetitions)", "pods/s", groups, []plot.Series{cdSeries, baseSeries})
+	if err := os.WriteFile(filepath.Join(out, "throughput.svg"), svg, 0o644); err != nil {
+		return err
 	}
 	data, err := json.MarshalIndent(map[string]any{"summary": sums, "runs": runs}, "", "  ")
 	if err != nil {
