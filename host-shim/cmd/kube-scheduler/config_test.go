@@ -58,7 +58,7 @@ func TestBrokenConfigsAreRejectedWithExactErrors(t *testing.T) {
 	cases := []struct{ name, from, to, want string }{
 		{"unknown plugin arg", "wholeTray: Require", "wholeTrays: Require", `decoding ComputeDomainPlacementArgs: json: unknown field "wholeTrays"`},
 		{"bad plugin arg value", "imexMode: DriverManaged", "imexMode: Shared", "invalid plugin args: unknown variant `Shared`, expected `DriverManaged` or `HostManaged`"},
-		{"unknown config field", "percentageOfNodesToScore: 100", "percentageOfNodesToScor: 100", `strict decoding error: unknown field "profiles[0].percentageOfNodesToScor"`},
+		{"unknown config field", "resourceLock: leases", "resourceLok: leases", `strict decoding error: unknown field "leaderElection.resourceLok"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package computedomain
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -33,12 +34,36 @@ func TestBestFitAcrossCliquesThroughTheFramework(t *testing.T) {
 		channelTemplate("cd", "uid-cd"), pods[0], pods[1], pods[2], pods[3])
 	r := e.schedule(pods[0])
 	wantCode(t, "prefilter", r.preFilter, fwk.Success, "")
-	if r.allowed != nil {
-		t.Fatalf("a domain that has not started is not restricted by node set: %v", r.allowed)
+	// Both cliques fit (fewer than candidateCliques), so both are offered; never cpu-0.
+	if len(r.allowed) != 15 || slices.Contains(r.allowed, "cpu-0") {
+		t.Fatalf("PreFilterResult of a domain that has not started = %v; want the 15 trays of a and b", r.allowed)
 	}
-	wantCode(t, "cpu-0", r.filter["cpu-0"], fwk.UnschedulableAndUnresolvable, "is not an NVLink tray")
 	if r.score["b-00"] <= r.score["a-00"] {
 		t.Fatalf("5 free trays fit 4 pods better than 10: b=%d a=%d", r.score["b-00"], r.score["a-00"])
+	}
+}
+
+func TestANewDomainIsOfferedTheBestFittingCliques(t *testing.T) {
+	// Cliques of 9, 8, 7, 6, 5 free trays and one of 3: a domain of 4 fits five of them, and the
+	// three tightest (5, 6, 7) are offered.
+	var nodes []*v1.Node
+	for i, n := range []int{9, 8, 7, 6, 5, 3} {
+		nodes = append(nodes, rack(string(rune('a'+i)), i+1, n)...)
+	}
+	pods := []*v1.Pod{cdPod("cd", "p0"), cdPod("cd", "p1"), cdPod("cd", "p2"), cdPod("cd", "p3")}
+	e := newEnv(t, "", nodes, []*unstructured.Unstructured{computeDomain("cd", "uid-cd", 0)},
+		channelTemplate("cd", "uid-cd"), pods[0], pods[1], pods[2], pods[3])
+	r := e.schedule(pods[0])
+	wantCode(t, "prefilter", r.preFilter, fwk.Success, "")
+	cliques := map[byte]int{}
+	for _, n := range r.allowed {
+		cliques[n[0]]++
+	}
+	if want := map[byte]int{'c': 7, 'd': 6, 'e': 5}; !reflect.DeepEqual(cliques, want) {
+		t.Fatalf("PreFilterResult %v; want the trays of the three best-fitting cliques c, d, e", r.allowed)
+	}
+	if r.score["e-00"] <= r.score["d-00"] || r.score["d-00"] <= r.score["c-00"] {
+		t.Fatalf("best fit order e > d > c broken: %v", r.score)
 	}
 }
 
