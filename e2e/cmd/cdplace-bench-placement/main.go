@@ -1,0 +1,405 @@
+// Command cdplace-bench-placement measures placement quality on a seeded, reproducible trace:
+// ComputeDomains of 1 to 18 trays arriving and leaving, plain GPU pods, tray failures. The same
+// trace is replayed on one real control plane (see e2e/harness) for each configuration, each on a
+// fresh simulated fleet with its own Prepare emulator:
+//
+//   - baseline: the default scheduler with the upstream pattern (required pod affinity on the
+//     clique), no cdplace;
+//   - cdplace: the shipped ComputeDomainPlacement configuration (whole-tray Require, best fit);
+//   - cdplace-reserveN: the same with reserveTraysPerClique: N.
+//
+// It records splits across cliques, Prepare refusals, stranded GPUs, GPU allocation over time,
+// the wait from a domain's creation to all its pods bound, and the offline whole-tray packing
+// bound at saturation (see BoundDefinition), and writes placement.json, allocation.csv,
+// allocation.svg (and useful-allocation.svg, waiting.svg, summary.md, trace.json) under -out.
+// It exits non-zero when a cdplace configuration split a domain or caused a Prepare refusal.
+//
+//	go run ./cmd/cdplace-bench-placement -repo ..            # full: 8 racks, 120 domains, ~11 min
+//	go run ./cmd/cdplace-bench-placement -repo .. -smoke     # CI: 2 racks, 16 domains, ~45 s
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cdplace/cdplace/e2e/harness"
+)
+
+type options struct {
+	root, out, configs string
+	seed               uint64
+	racks, trays       int
+	arrivals, plain    int
+	failures           int
+	horizon, scale     float64
+	labelLag, sample   time.Duration
+	satGrace, progress time.Duration
+	smoke, keepLogs    bool
+	replot             bool
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.root, "repo", ".", "repository root")
+	flag.StringVar(&o.out, "out", "target/bench/placement", "output directory (relative to -repo unless absolute); -smoke defaults to target/bench/placement-smoke")
+	flag.StringVar(&o.configs, "configs", "baseline,cdplace,cdplace-reserve2", "configurations to compare, in order: baseline, cdplace, cdplace-reserve<N>")
+	flag.Uint64Var(&o.seed, "seed", 1, "trace seed")
+	flag.IntVar(&o.racks, "racks", 8, "NVL72 racks, one 18-tray clique each")
+	flag.IntVar(&o.trays, "trays", 18, "trays per clique")
+	flag.IntVar(&o.arrivals, "arrivals", 120, "ComputeDomain arrivals")
+	flag.IntVar(&o.plain, "plain", -1, "plain 4-GPU pods without a ComputeDomain (-1: arrivals/4)")
+	flag.IntVar(&o.failures, "failures", -1, "tray failures (-1: 3 per 8 racks, at least 1)")
+	flag.Float64Var(&o.horizon, "horizon", 3600, "trace length in trace seconds")
+	flag.Float64Var(&o.scale, "time-scale", 18, "trace seconds per real second (3600 at 18: 200 s per configuration)")
+	flag.DurationVar(&o.labelLag, "label-lag", 3*time.Second, "how long the driver's node label outlives a domain's last claim on a node (real time)")
+	flag.DurationVar(&o.sample, "sample", time.Second, "sampling period (real time)")
+	flag.DurationVar(&o.satGrace, "sat-grace", 2*time.Second, "a domain unbound this long makes a sample saturated")
+	flag.DurationVar(&o.progress, "progress", 20*time.Second, "progress line period")
+	flag.BoolVar(&o.smoke, "smoke", false, "small and quick (CI): 2 racks, 16 domains, 4 plain pods, 1 failure, time scale 600, label lag 1s")
+	flag.BoolVar(&o.keepLogs, "keep-logs", false, "keep the control plane's logs")
+	flag.BoolVar(&o.replot, "replot", false, "only rewrite the CSV, charts and table from -out's placement.json (no control plane)")
+	flag.Parse()
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.smoke {
+		def := func(name string, apply func()) {
+			if !set[name] {
+				apply()
+			}
+		}
+		def("racks", func() { o.racks = 2 })
+		def("arrivals", func() { o.arrivals = 16 })
+		def("plain", func() { o.plain = 4 })
+		def("failures", func() { o.failures = 1 })
+		def("time-scale", func() { o.scale = 600 })
+		def("label-lag", func() { o.labelLag = time.Second })
+		def("sat-grace", func() { o.satGrace = time.Second })
+		def("sample", func() { o.sample = 500 * time.Millisecond })
+		def("progress", func() { o.progress = 5 * time.Second })
+		def("out", func() { o.out = "target/bench/placement-smoke" })
+	}
+	if o.plain < 0 {
+		o.plain = o.arrivals / 4
+	}
+	if o.failures < 0 {
+		o.failures = max(1, o.racks*3/8)
+	}
+	run := run
+	if o.replot {
+		run = replot
+	}
+	code, err := run(o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cdplace-bench-placement:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// config is one scheduler configuration under test.
+type config struct {
+	Name         string
+	Profile      harness.Profile
+	PluginConfig []byte // the cdplace profile's pluginConfig; nil: as shipped
+}
+
+func parseConfigs(root, list string) ([]config, error) {
+	var out []config
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		switch {
+		case name == "baseline":
+			out = append(out, config{Name: name, Profile: harness.Baseline})
+		case name == "cdplace":
+			out = append(out, config{Name: name, Profile: harness.Cdplace})
+		case strings.HasPrefix(name, "cdplace-reserve"):
+			n, err := strconv.Atoi(strings.TrimPrefix(name, "cdplace-reserve"))
+			if err != nil || n < 0 {
+				return nil, fmt.Errorf("config %q: want cdplace-reserve<N>", name)
+			}
+			pc, err := pluginConfigWithReserve(root, n)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, config{Name: name, Profile: harness.Cdplace, PluginConfig: pc})
+		default:
+			return nil, fmt.Errorf("unknown config %q (baseline, cdplace, cdplace-reserve<N>)", name)
+		}
+	}
+	return out, nil
+}
+
+// pluginConfigWithReserve is the shipped profile's pluginConfig with reserveTraysPerClique: n.
+func pluginConfigWithReserve(root string, n int) ([]byte, error) {
+	path := filepath.Join(root, "kube-scheduler-config", "scheduler-config.yaml")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var cfg struct {
+		Profiles []struct {
+			PluginConfig []map[string]any `json:"pluginConfig"`
+		} `json:"profiles"`
+	}
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(cfg.Profiles) == 0 {
+		return nil, fmt.Errorf("%s has no profiles", path)
+	}
+	list := cfg.Profiles[0].PluginConfig
+	found := false
+	for _, pc := range list {
+		if pc["name"] != "ComputeDomainPlacement" {
+			continue
+		}
+		args, _ := pc["args"].(map[string]any)
+		if args == nil {
+			args = map[string]any{}
+			pc["args"] = args
+		}
+		args["reserveTraysPerClique"] = n
+		found = true
+	}
+	if !found {
+		return nil, fmt.Errorf("%s: no ComputeDomainPlacement pluginConfig in the first profile", path)
+	}
+	return yaml.Marshal(list)
+}
+
+// schedulers keeps the right process behind the computedomain-scheduler profile: the shipped one
+// (env.Cdplace) or one with another pluginConfig, handing the leader lease over between them.
+type schedulers struct {
+	env    *harness.Env
+	root   string
+	active *harness.Scheduler
+	key    string // the active pluginConfig; "" as shipped
+}
+
+func (m *schedulers) use(ctx context.Context, cfg config) (time.Duration, error) {
+	start := time.Now()
+	if cfg.Profile != harness.Cdplace {
+		return 0, nil
+	}
+	key := string(cfg.PluginConfig)
+	if key == m.key {
+		return time.Since(start), m.waitLeader(ctx, "")
+	}
+	old := m.holder(ctx)
+	m.active.Stop()
+	if cfg.PluginConfig == nil {
+		if err := m.env.Cdplace.Restart(ctx); err != nil {
+			return 0, fmt.Errorf("restart the shipped cdplace scheduler: %w", err)
+		}
+		m.active = m.env.Cdplace
+	} else {
+		kubeconfig := filepath.Join(m.env.CP.Dir, "computedomain-scheduler.kubeconfig")
+		sc, err := harness.SchedulerConfig(filepath.Join(m.root, "kube-scheduler-config", "scheduler-config.yaml"), kubeconfig, cfg.PluginConfig)
+		if err != nil {
+			return 0, err
+		}
+		s, err := m.env.CP.StartScheduler(ctx, "computedomain-scheduler-"+cfg.Name, sc)
+		if err != nil {
+			return 0, err
+		}
+		m.active = s
+	}
+	m.key = key
+	return time.Since(start), m.waitLeader(ctx, old)
+}
+
+func (m *schedulers) holder(ctx context.Context) string {
+	l, err := m.env.CP.Client.CoordinationV1().Leases("cdplace-system").Get(ctx, "computedomain-scheduler", metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// waitLeader waits until a scheduler other than old holds the lease (the shipped config releases
+// it on a graceful stop, so this takes a retry period, about 2 s).
+func (m *schedulers) waitLeader(ctx context.Context, old string) error {
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		if h := m.holder(ctx); h != "" && h != old {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no new computedomain-scheduler leader after 90s (log: %s)", m.active.LogPath())
+		}
+		if !m.active.Running() {
+			return fmt.Errorf("the computedomain-scheduler exited (log: %s)", m.active.LogPath())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func run(o options) (code int, err error) {
+	root, err := filepath.Abs(o.root)
+	if err != nil {
+		return 1, err
+	}
+	out := o.out
+	if !filepath.IsAbs(out) {
+		out = filepath.Join(root, out)
+	}
+	cfgs, err := parseConfigs(root, o.configs)
+	if err != nil {
+		return 2, err
+	}
+	spec := TraceSpec{Seed: o.seed, Racks: o.racks, TraysPerClique: o.trays, Arrivals: o.arrivals, PlainPods: o.plain,
+		Failures: o.failures, Horizon: o.horizon}
+	tr := GenerateTrace(spec)
+	meanSize, load := tr.Demand()
+	ropts := runOptions{Scale: o.scale, LabelLag: o.labelLag, Sample: o.sample, SatGrace: o.satGrace, Progress: o.progress}
+	horizonReal := o.horizon / o.scale
+	rep := &Report{
+		Generated: time.Now().UTC().Format(time.RFC3339), Command: strings.Join(os.Args, " "), Smoke: o.smoke,
+		TraceDigest: tr.Digest(), TraceSpec: spec, MeanSize: meanSize, OfferedLoad: load, TimeScale: o.scale,
+		HorizonSeconds: horizonReal, LabelLagSeconds: o.labelLag.Seconds(), SampleSeconds: o.sample.Seconds(),
+		SatGraceSeconds: o.satGrace.Seconds(), BoundDefinition: BoundDefinition,
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	wall := time.Now()
+	step := func(format string, a ...any) { fmt.Printf("==> "+format+"\n", a...) }
+	step("trace %s (seed %d): %d ComputeDomains (mean %.1f trays), %d plain pods, %d tray failures on %d×%d trays; offered load %.2f; %.0f s real per configuration",
+		rep.TraceDigest, o.seed, len(tr.CDs), meanSize, len(tr.Plain), len(tr.Failures), o.racks, o.trays, load, horizonReal)
+
+	dir := filepath.Join(root, "target", "e2e", "bench-placement-"+time.Now().Format("20060102-150405"))
+	upCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	env, err := harness.Up(upCtx, root, dir, harness.EnvOptions{Baseline: true})
+	cancel()
+	if err != nil {
+		return 1, err
+	}
+	rep.ControlPlane = time.Since(wall).Seconds()
+	step("control plane up in %.1fs (logs in %s)", rep.ControlPlane, dir)
+	failed := false
+	defer func() {
+		env.Down()
+		if !failed && !o.keepLogs {
+			_ = os.RemoveAll(dir)
+		} else {
+			fmt.Printf("logs kept in %s\n", dir)
+		}
+	}()
+
+	m := &schedulers{env: env, root: root, active: env.Cdplace}
+	for _, cfg := range cfgs {
+		swap, err := m.use(ctx, cfg)
+		if err != nil {
+			failed = true
+			return 1, err
+		}
+		step("%s: replaying the trace (%s)", cfg.Name, describe(cfg))
+		res, err := runConfig(ctx, env, cfg, tr, ropts)
+		if err != nil {
+			failed = true
+			return 1, fmt.Errorf("%s: %w", cfg.Name, err)
+		}
+		res.SchedulerSwapSeconds = swap.Seconds()
+		if err := env.CP.Check(); err != nil {
+			failed = true
+			return 1, err
+		}
+		rep.Configs = append(rep.Configs, res)
+		step("%s done in %.0fs: %d of %d ComputeDomains started, %d completed, %d splits, %d Prepare refusals, allocation/bound at saturation %.1f%%",
+			cfg.Name, res.WallSeconds, res.CDsStarted, res.CDsArrived, res.CDsCompleted, res.Splits, res.PrepareRefusals, 100*res.AllocOverBound)
+	}
+	if _, err := m.use(ctx, config{Name: "cdplace", Profile: harness.Cdplace}); err != nil {
+		failed = true
+		return 1, fmt.Errorf("restore the shipped scheduler: %w", err)
+	}
+	rep.WallSeconds = time.Since(wall).Seconds()
+	if err := writeOutputs(out, rep); err != nil {
+		return 1, err
+	}
+	traceJSON, _ := json.MarshalIndent(tr, "", " ")
+	if err := os.WriteFile(filepath.Join(out, "trace.json"), append(traceJSON, '\n'), 0o644); err != nil {
+		return 1, err
+	}
+	fmt.Println()
+	fmt.Print(summaryTable(rep))
+	fmt.Printf("\nwrote %s/{placement.json,allocation.csv,allocation.svg,useful-allocation.svg,waiting.svg,summary.md,trace.json} in %.0fs\n", out, rep.WallSeconds)
+
+	var problems []error
+	for _, c := range rep.Configs {
+		if len(c.Errors) > 0 {
+			problems = append(problems, fmt.Errorf("%s: %d errors while replaying, first: %s", c.Config, len(c.Errors), c.Errors[0]))
+		}
+		if c.CDsStarted == 0 {
+			problems = append(problems, fmt.Errorf("%s: no ComputeDomain started; the benchmark is broken", c.Config))
+		}
+		if c.Profile != string(harness.Cdplace) {
+			continue
+		}
+		if c.Splits > 0 {
+			problems = append(problems, fmt.Errorf("%s: %d ComputeDomains split across cliques", c.Config, c.Splits))
+		}
+		if c.PrepareRefusals > 0 {
+			problems = append(problems, fmt.Errorf("%s: %d Prepare refusals (%s)", c.Config, c.PrepareRefusals, c.SampleRefusal))
+		}
+	}
+	if len(problems) > 0 {
+		failed = true
+		return 3, errors.Join(problems...)
+	}
+	return 0, nil
+}
+
+func describe(c config) string {
+	switch {
+	case c.Profile == harness.Baseline:
+		return "default-scheduler, required pod affinity on the clique"
+	case c.PluginConfig == nil:
+		return "computedomain-scheduler as shipped"
+	default:
+		return "computedomain-scheduler, pluginConfig " + strings.Join(strings.Fields(string(c.PluginConfig)), " ")
+	}
+}
+
+// replot rewrites the derived outputs from an earlier run's placement.json.
+func replot(o options) (int, error) {
+	root, err := filepath.Abs(o.root)
+	if err != nil {
+		return 1, err
+	}
+	out := o.out
+	if !filepath.IsAbs(out) {
+		out = filepath.Join(root, out)
+	}
+	data, err := os.ReadFile(filepath.Join(out, "placement.json"))
+	if err != nil {
+		return 1, err
+	}
+	var rep Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		return 1, fmt.Errorf("placement.json: %w", err)
+	}
+	if err := writeOutputs(out, &rep); err != nil {
+		return 1, err
+	}
+	fmt.Print(summaryTable(&rep))
+	return 0, nil
+}

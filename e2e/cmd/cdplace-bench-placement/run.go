@@ -1,0 +1,726 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/cdplace/cdplace/e2e/harness"
+)
+
+// runOptions are the knobs shared by every configuration's run.
+type runOptions struct {
+	Scale    float64       // trace seconds per real second
+	LabelLag time.Duration // the Prepare emulator's node-label lag (real time)
+	Sample   time.Duration // sampling period (real time)
+	// SatGrace: a sample is saturated when some present ComputeDomain has not had all its pods
+	// bound for at least this long (longer than a scheduling pass, so a domain that just arrived
+	// in a fleet with room does not count).
+	SatGrace time.Duration
+	Progress time.Duration // how often a progress line is printed
+}
+
+const gpusPerTray = 4
+
+// cdRec is one ComputeDomain of the trace as the run saw it.
+type cdRec struct {
+	CDArrival
+	created, boundAt, runningAt, departedAt time.Time
+	waitingSince                            time.Time // zero while all pods are bound
+	departed, completed, split              bool
+	pods, bound, running                    int
+	cliques                                 []string
+	maxCliques                              int
+	replacements, nextIndex                 int
+	err                                     string
+}
+
+func (c *cdRec) full() bool { return c.pods == c.Size && c.bound == c.Size }
+
+// plainRec is one pod without a ComputeDomain.
+type plainRec struct {
+	PlainArrival
+	created, boundAt, departedAt time.Time
+	departed, completed, killed  bool
+}
+
+type failureRec struct {
+	Node       string   `json:"node"`
+	Clique     string   `json:"clique"`
+	At         float64  `json:"at"`
+	RepairedAt *float64 `json:"repairedAt,omitempty"`
+	LostPods   []string `json:"lostPods"`
+}
+
+// runner replays the trace for one configuration on its own fleet and namespace.
+type runner struct {
+	ctx   context.Context
+	env   *harness.Env
+	c     kubernetes.Interface
+	cfg   config
+	opts  runOptions
+	tr    Trace
+	ns    string
+	fleet *harness.Fleet
+	prep  *harness.PrepareEmulator
+	pods  corelisters.PodLister
+	start time.Time
+
+	mu         sync.Mutex
+	ended      bool
+	wg         sync.WaitGroup
+	timers     []*time.Timer
+	cds        map[string]*cdRec
+	cdOrder    []*cdRec
+	plain      map[string]*plainRec
+	plainOrder []*plainRec
+	healthy    map[string]bool
+	failures   []*failureRec
+	samples    []Sample
+	errs       []string
+}
+
+// Sample is the fleet at one moment.
+type Sample struct {
+	T              float64 `json:"t"`      // real seconds since the trace started
+	TraceT         float64 `json:"traceT"` // trace seconds
+	HealthyTrays   int     `json:"healthyTrays"`
+	AllocGPUs      int     `json:"allocatedGPUs"` // GPU requests of bound pods on healthy trays
+	AllocFrac      float64 `json:"allocatedFraction"`
+	AllocTrays     int     `json:"allocatedTrays"`
+	UsefulGPUs     int     `json:"usefulGPUs"`           // of domains with every pod bound, and plain pods
+	IncompleteGPUs int     `json:"gpusHeldByIncomplete"` // of domains with some but not all pods bound
+	StrandedGPUs   int     `json:"strandedGPUs"`
+	PresentCDs     int     `json:"presentCDs"`
+	RunningCDs     int     `json:"runningCDs"` // every pod bound
+	WaitingCDs     int     `json:"waitingCDs"`
+	PartialCDs     int     `json:"partialCDs"`
+	PlainPresent   int     `json:"plainPresent"`
+	LabelHeldTrays int     `json:"labelHeldTrays"` // idle trays still carrying a ComputeDomain node label
+	Saturated      bool    `json:"saturated"`
+	BoundTrays     int     `json:"boundTrays"`
+	BoundUpper     int     `json:"boundUpperTrays"`
+	BoundProven    bool    `json:"boundProven"`
+	LagAwareBound  int     `json:"lagAwareBoundTrays"`
+	// NowBound: what could be allocated now without moving anything: the allocated trays, plus
+	// the rest of every partly placed domain in its clique's free trays, plus the best packing of
+	// the waiting domains into the free trays (idle, unlabelled) of each clique, plus waiting
+	// plain pods in what is left.
+	NowBound        int   `json:"noMigrationBoundTrays"`
+	WaitingSizes    []int `json:"waitingSizes,omitempty"`
+	FreeTrays       []int `json:"freeTraysPerClique"` // idle and unlabelled, less the rest of partly placed domains; fleet clique order
+	PrepareRefusals int   `json:"prepareRefusals"`
+	// Load1 is the machine's 1-minute load average: the control plane, the schedulers and this
+	// program share the CPUs, so a busy machine delays scheduling (and shows here).
+	Load1 float64 `json:"load1"`
+}
+
+func (r *runner) since(t time.Time) float64 { return t.Sub(r.start).Seconds() }
+
+func (r *runner) real(traceSecs float64) time.Duration {
+	return time.Duration(traceSecs / r.opts.Scale * float64(time.Second))
+}
+
+func (r *runner) errorf(format string, a ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ctx.Err() == nil && !r.ended {
+		r.errs = append(r.errs, fmt.Sprintf("%.1fs: ", r.since(time.Now()))+fmt.Sprintf(format, a...))
+	}
+}
+
+func (r *runner) isEnded() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ended
+}
+
+// afterLocked runs fn after d unless the run has ended by then; the caller holds r.mu.
+func (r *runner) afterLocked(d time.Duration, fn func()) {
+	if r.ended {
+		return
+	}
+	r.timers = append(r.timers, time.AfterFunc(d, func() {
+		r.mu.Lock()
+		if r.ended {
+			r.mu.Unlock()
+			return
+		}
+		r.wg.Add(1)
+		r.mu.Unlock()
+		defer r.wg.Done()
+		fn()
+	}))
+}
+
+func (r *runner) after(d time.Duration, fn func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.afterLocked(d, fn)
+}
+
+// runConfig replays tr for cfg: a fresh namespace, fleet and Prepare emulator, the trace in real
+// time, a sample every opts.Sample, and at the horizon everything still there withdrawn.
+func runConfig(ctx context.Context, env *harness.Env, cfg config, tr Trace, opts runOptions) (*ConfigResult, error) {
+	c := env.CP.Client
+	ns := "pq-" + cfg.Name
+	wallStart := time.Now()
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("namespace %s: %w (use a fresh control plane per run)", ns, err)
+	}
+	spec := harness.FleetSpec{Name: ns, Racks: tr.Spec.Racks, CliquesPerRack: 1, TraysPerClique: tr.Spec.TraysPerClique, GPUsPerTray: gpusPerTray}
+	fleet, err := harness.CreateFleet(ctx, c, spec)
+	if err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	prep, err := harness.StartPrepareEmulator(runCtx, c, harness.PrepareOptions{UnprepareLabelLag: opts.LabelLag, Fleet: ns})
+	if err != nil {
+		return nil, err
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithNamespace(ns))
+	podInf := factory.Core().V1().Pods()
+	r := &runner{
+		ctx: runCtx, env: env, c: c, cfg: cfg, opts: opts, tr: tr, ns: ns, fleet: fleet, prep: prep,
+		pods: podInf.Lister(), cds: map[string]*cdRec{}, plain: map[string]*plainRec{}, healthy: map[string]bool{},
+	}
+	for _, n := range fleet.Nodes {
+		r.healthy[n] = true
+	}
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    r.onPod,
+		UpdateFunc: func(_, obj any) { r.onPod(obj) },
+		DeleteFunc: r.onPod,
+	}
+	if _, err := podInf.Informer().AddEventHandler(handler); err != nil {
+		return nil, err
+	}
+	factory.Start(runCtx.Done())
+	for typ, ok := range factory.WaitForCacheSync(runCtx.Done()) {
+		if !ok {
+			return nil, fmt.Errorf("%v informer did not sync", typ)
+		}
+	}
+	setup := time.Since(wallStart)
+
+	r.start = time.Now()
+	r.mu.Lock()
+	for _, a := range tr.CDs {
+		r.afterLocked(r.real(a.At), func() { r.arriveCD(a) })
+	}
+	for _, p := range tr.Plain {
+		r.afterLocked(r.real(p.At), func() { r.arrivePlain(p) })
+	}
+	for _, f := range tr.Failures {
+		r.afterLocked(r.real(f.At), func() { r.failTray(f) })
+	}
+	r.mu.Unlock()
+
+	stopSampler := make(chan struct{})
+	samplerDone := make(chan struct{})
+	go func() {
+		defer close(samplerDone)
+		tick := time.NewTicker(opts.Sample)
+		defer tick.Stop()
+		lastPrint := time.Now()
+		for {
+			select {
+			case <-stopSampler:
+				return
+			case <-runCtx.Done():
+				return
+			case <-tick.C:
+			}
+			s := r.sample()
+			r.mu.Lock()
+			r.samples = append(r.samples, s)
+			r.mu.Unlock()
+			if time.Since(lastPrint) >= opts.Progress {
+				lastPrint = time.Now()
+				fmt.Printf("    %-17s t=%5.0fs  GPUs allocated %5.1f%%  running %3d  waiting %3d (partial %d)  bound %3d/%d trays  refusals %d\n",
+					cfg.Name, s.T, 100*s.AllocFrac, s.RunningCDs, s.WaitingCDs, s.PartialCDs, s.BoundTrays, s.HealthyTrays, s.PrepareRefusals)
+			}
+		}
+	}()
+
+	horizon := r.real(tr.Spec.Horizon)
+	select {
+	case <-time.After(time.Until(r.start.Add(horizon))):
+	case <-ctx.Done():
+	}
+	close(stopSampler)
+	<-samplerDone
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+
+	// The end of the trace: the last sample and the end state, then nothing more happens.
+	final := r.sample()
+	r.mu.Lock()
+	r.samples = append(r.samples, final)
+	r.ended = true
+	for _, t := range r.timers {
+		t.Stop()
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+	res := r.result()
+	res.SetupSeconds = setup.Seconds()
+
+	withdrawStart := time.Now()
+	if err := r.withdraw(); err != nil {
+		res.Errors = append(res.Errors, "withdraw: "+err.Error())
+	}
+	cancel()
+	delCtx, delCancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer delCancel()
+	if err := harness.DeleteFleet(delCtx, c, fleet); err != nil {
+		res.Errors = append(res.Errors, "delete fleet: "+err.Error())
+	}
+	res.TeardownSeconds = time.Since(withdrawStart).Seconds()
+	res.WallSeconds = time.Since(wallStart).Seconds()
+	return res, nil
+}
+
+// ---- the trace's events ----
+
+func (r *runner) arriveCD(a CDArrival) {
+	rec := &cdRec{CDArrival: a, nextIndex: a.Size}
+	r.mu.Lock()
+	rec.created = time.Now()
+	rec.waitingSince = rec.created
+	r.cds[a.Name] = rec
+	r.cdOrder = append(r.cdOrder, rec)
+	r.mu.Unlock()
+	if _, err := harness.CreateComputeDomain(r.ctx, r.env.CP.Dynamic, r.ns, a.Name, a.Size); err != nil {
+		r.errorf("create ComputeDomain %s: %v", a.Name, err)
+		return
+	}
+	// The driver emulator creates the channel template; pods created before it would wait for
+	// the claim controller's retry backoff.
+	for {
+		_, err := r.c.ResourceV1().ResourceClaimTemplates(r.ns).Get(r.ctx, a.Name+"-channel", metav1.GetOptions{})
+		if err == nil {
+			break
+		}
+		if r.isEnded() || r.ctx.Err() != nil || time.Since(rec.created) > 30*time.Second {
+			r.errorf("template of %s: %v", a.Name, err)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for i := 0; i < a.Size; i++ {
+		if r.isEnded() {
+			return
+		}
+		pod := harness.DomainPod(r.ns, a.Name, i, gpusPerTray, r.cfg.Profile)
+		if _, err := r.c.CoreV1().Pods(r.ns).Create(r.ctx, pod, metav1.CreateOptions{}); err != nil {
+			r.errorf("create pod %s: %v", pod.Name, err)
+			return
+		}
+	}
+}
+
+func (r *runner) arrivePlain(a PlainArrival) {
+	rec := &plainRec{PlainArrival: a}
+	r.mu.Lock()
+	rec.created = time.Now()
+	r.plain[a.Name] = rec
+	r.plainOrder = append(r.plainOrder, rec)
+	r.mu.Unlock()
+	if _, err := r.c.CoreV1().Pods(r.ns).Create(r.ctx, harness.GPUPod(r.ns, a.Name, gpusPerTray, r.cfg.Profile), metav1.CreateOptions{}); err != nil {
+		r.errorf("create pod %s: %v", a.Name, err)
+	}
+}
+
+// departCD ends a domain that ran its lifetime: its pods are deleted as a user (or a finished
+// Job) does, then the ComputeDomain.
+func (r *runner) departCD(rec *cdRec) {
+	r.mu.Lock()
+	if rec.departed {
+		r.mu.Unlock()
+		return
+	}
+	rec.departed, rec.completed, rec.departedAt = true, true, time.Now()
+	r.mu.Unlock()
+	if err := harness.DeleteDomainPods(r.ctx, r.c, r.ns, rec.Name); err != nil {
+		r.errorf("delete pods of %s: %v", rec.Name, err)
+	}
+	err := r.env.CP.Dynamic.Resource(harness.ComputeDomainGVR).Namespace(r.ns).Delete(r.ctx, rec.Name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		r.errorf("delete ComputeDomain %s: %v", rec.Name, err)
+	}
+}
+
+func (r *runner) departPlain(rec *plainRec) {
+	r.mu.Lock()
+	if rec.departed {
+		r.mu.Unlock()
+		return
+	}
+	rec.departed, rec.completed, rec.departedAt = true, true, time.Now()
+	r.mu.Unlock()
+	if err := r.c.CoreV1().Pods(r.ns).Delete(r.ctx, rec.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		r.errorf("delete pod %s: %v", rec.Name, err)
+	}
+}
+
+// failTray plays a hardware failure: the Node and its ResourceSlices go, the pods on it are
+// removed (the pod garbage collector's part), and every lost ComputeDomain pod is recreated as a
+// replacement of the same domain with a new index, as a Job would. Lost plain pods end. The tray
+// comes back RepairAfter later.
+func (r *runner) failTray(f TrayFailure) {
+	node := r.fleet.Spec.NodeName(f.Rack, 0, f.Tray)
+	r.mu.Lock()
+	if !r.healthy[node] {
+		r.mu.Unlock()
+		return
+	}
+	r.healthy[node] = false
+	fr := &failureRec{Node: node, Clique: r.fleet.CliqueOf[node], At: r.since(time.Now()), LostPods: []string{}}
+	r.failures = append(r.failures, fr)
+	r.mu.Unlock()
+	if err := harness.FailNode(r.ctx, r.c, node); err != nil {
+		r.errorf("fail tray %s: %v", node, err)
+	}
+	r.evict(node, fr)
+	// A pod the scheduler was binding while the node went away lands there a moment later.
+	r.after(2*time.Second, func() { r.evict(node, fr) })
+	r.after(r.real(f.RepairAfter), func() {
+		if err := harness.RecreateNode(r.ctx, r.c, r.fleet, node); err != nil {
+			r.errorf("repair tray %s: %v", node, err)
+			return
+		}
+		r.mu.Lock()
+		r.healthy[node] = true
+		fr.RepairedAt = ptr.To(r.since(time.Now()))
+		r.mu.Unlock()
+	})
+}
+
+func (r *runner) evict(node string, fr *failureRec) {
+	pods, err := r.pods.Pods(r.ns).List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, p := range pods {
+		if p.Spec.NodeName != node {
+			continue
+		}
+		err := r.c.CoreV1().Pods(r.ns).Delete(r.ctx, p.Name, metav1.DeleteOptions{
+			GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &p.UID},
+		})
+		if err != nil {
+			if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				r.errorf("delete pod %s on failed tray %s: %v", p.Name, node, err)
+			}
+			continue
+		}
+		cd := p.Labels[harness.DomainLabel]
+		r.mu.Lock()
+		fr.LostPods = append(fr.LostPods, p.Name)
+		if cd == "" {
+			if rec := r.plain[p.Name]; rec != nil && !rec.departed {
+				rec.departed, rec.killed, rec.departedAt = true, true, time.Now()
+			}
+			r.mu.Unlock()
+			continue
+		}
+		rec := r.cds[cd]
+		replace := rec != nil && !rec.departed && !r.ended && p.DeletionTimestamp == nil
+		idx := 0
+		if replace {
+			idx = rec.nextIndex
+			rec.nextIndex++
+			rec.replacements++
+			if rec.waitingSince.IsZero() {
+				rec.waitingSince = time.Now()
+			}
+		}
+		r.mu.Unlock()
+		if replace {
+			pod := harness.DomainPod(r.ns, cd, idx, gpusPerTray, r.cfg.Profile)
+			if _, err := r.c.CoreV1().Pods(r.ns).Create(r.ctx, pod, metav1.CreateOptions{}); err != nil {
+				r.errorf("create replacement %s: %v", pod.Name, err)
+			}
+		}
+	}
+}
+
+// ---- observation ----
+
+func (r *runner) onPod(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	if cd := pod.Labels[harness.DomainLabel]; cd != "" {
+		r.refreshCD(cd)
+		return
+	}
+	r.refreshPlain(pod.Name)
+}
+
+// refreshCD recomputes a domain's pods from the informer's cache; the first time every pod is
+// bound starts its lifetime.
+func (r *runner) refreshCD(name string) {
+	pods, err := r.pods.Pods(r.ns).List(labels.SelectorFromSet(labels.Set{harness.DomainLabel: name}))
+	if err != nil {
+		return
+	}
+	n, bound, running := 0, 0, 0
+	var cliques []string
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		n++
+		if p.Spec.NodeName == "" {
+			continue
+		}
+		bound++
+		if p.Status.Phase == corev1.PodRunning {
+			running++
+		}
+		if cl := r.fleet.CliqueOf[p.Spec.NodeName]; !containsStr(cliques, cl) {
+			cliques = append(cliques, cl)
+		}
+	}
+	sort.Strings(cliques)
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := r.cds[name]
+	if rec == nil || rec.departed || r.ended {
+		return
+	}
+	rec.pods, rec.bound, rec.running, rec.cliques = n, bound, running, cliques
+	rec.maxCliques = max(rec.maxCliques, len(cliques))
+	if len(cliques) > 1 {
+		rec.split = true
+	}
+	if !rec.full() {
+		if rec.waitingSince.IsZero() {
+			rec.waitingSince = now
+		}
+		return
+	}
+	rec.waitingSince = time.Time{}
+	if rec.boundAt.IsZero() {
+		rec.boundAt = now
+		r.afterLocked(r.real(rec.Lifetime), func() { r.departCD(rec) })
+	}
+	if running == rec.Size && rec.runningAt.IsZero() {
+		rec.runningAt = now
+	}
+}
+
+func (r *runner) refreshPlain(name string) {
+	pod, err := r.pods.Pods(r.ns).Get(name)
+	if err != nil || pod.Spec.NodeName == "" || pod.DeletionTimestamp != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := r.plain[name]
+	if rec == nil || rec.departed || r.ended || !rec.boundAt.IsZero() {
+		return
+	}
+	rec.boundAt = time.Now()
+	r.afterLocked(r.real(rec.Lifetime), func() { r.departPlain(rec) })
+}
+
+func gpuRequest(p *corev1.Pod) int {
+	n := 0
+	for _, c := range p.Spec.Containers {
+		if q, ok := c.Resources.Requests[harness.GPUResource]; ok {
+			n += int(q.Value())
+		}
+	}
+	return n
+}
+
+// sample observes the fleet now: allocation on healthy trays, stranded GPUs, the domains'
+// states, and the offline packing bound of the domains and plain pods present.
+func (r *runner) sample() Sample {
+	now := time.Now()
+	stranded, err := harness.StrandedGPUs(r.ctx, r.c, gpusPerTray)
+	if err != nil {
+		stranded = -1
+	}
+	nodeLabels := r.prep.Labels()
+	refusals := len(r.prep.Refusals())
+	pods, _ := r.pods.Pods(r.ns).List(labels.Everything())
+
+	r.mu.Lock()
+	s := Sample{T: r.since(now), StrandedGPUs: stranded, PrepareRefusals: refusals, Load1: load1()}
+	s.TraceT = s.T * r.opts.Scale
+	occupied := map[string]bool{}
+	for _, p := range pods {
+		node := p.Spec.NodeName
+		if node == "" || p.DeletionTimestamp != nil || !r.healthy[node] {
+			continue
+		}
+		g := gpuRequest(p)
+		if g == 0 {
+			continue
+		}
+		s.AllocGPUs += g
+		occupied[node] = true
+		if cd := p.Labels[harness.DomainLabel]; cd != "" {
+			if rec := r.cds[cd]; rec != nil && rec.full() {
+				s.UsefulGPUs += g
+			} else {
+				s.IncompleteGPUs += g
+			}
+		} else {
+			s.UsefulGPUs += g
+		}
+	}
+	s.AllocTrays = len(occupied)
+	caps, lagCaps, freeNow := map[string]int{}, map[string]int{}, map[string]int{}
+	for _, n := range r.fleet.Nodes {
+		if !r.healthy[n] {
+			continue
+		}
+		s.HealthyTrays++
+		cl := r.fleet.CliqueOf[n]
+		caps[cl]++
+		if nodeLabels[n] != "" && !occupied[n] {
+			s.LabelHeldTrays++
+			continue
+		}
+		lagCaps[cl]++
+		if !occupied[n] {
+			freeNow[cl]++
+		}
+	}
+	if s.HealthyTrays > 0 {
+		s.AllocFrac = float64(s.AllocGPUs) / float64(s.HealthyTrays*gpusPerTray)
+	}
+	var items, waiting []int
+	nowExtra := 0
+	for _, rec := range r.cdOrder {
+		if rec.departed {
+			continue
+		}
+		s.PresentCDs++
+		items = append(items, rec.Size)
+		switch {
+		case rec.full():
+			s.RunningCDs++
+		default:
+			s.WaitingCDs++
+			s.WaitingSizes = append(s.WaitingSizes, rec.Size)
+			if rec.bound > 0 && len(rec.cliques) > 0 {
+				s.PartialCDs++
+				home := rec.cliques[0]
+				take := max(0, min(rec.Size-rec.bound, freeNow[home]))
+				freeNow[home] -= take
+				nowExtra += take
+			} else {
+				waiting = append(waiting, rec.Size)
+			}
+			if !rec.waitingSince.IsZero() && now.Sub(rec.waitingSince) >= r.opts.SatGrace {
+				s.Saturated = true
+			}
+		}
+	}
+	plainWaiting := 0
+	for _, p := range r.plainOrder {
+		if !p.departed {
+			s.PlainPresent++
+			if p.boundAt.IsZero() {
+				plainWaiting++
+			}
+		}
+	}
+	var capList, lagList []int
+	freeSum := 0
+	for _, cl := range r.fleet.Cliques {
+		capList = append(capList, caps[cl])
+		lagList = append(lagList, lagCaps[cl])
+		s.FreeTrays = append(s.FreeTrays, freeNow[cl])
+		freeSum += freeNow[cl]
+	}
+	r.mu.Unlock()
+	// The packing may search for a while; the informer's handlers need not wait for it.
+	pk := PackCliques(items, capList)
+	s.BoundTrays = FillPlain(pk.Trays, s.PlainPresent, s.HealthyTrays)
+	s.BoundUpper = FillPlain(pk.UpperBound, s.PlainPresent, s.HealthyTrays)
+	s.BoundProven = pk.Proven
+	lag := PackCliques(items, lagList)
+	s.LagAwareBound = FillPlain(lag.Trays, s.PlainPresent, s.HealthyTrays-s.LabelHeldTrays)
+	nowPk := PackCliques(waiting, s.FreeTrays)
+	s.NowBound = s.AllocTrays + nowExtra + FillPlain(nowPk.Trays, plainWaiting, freeSum)
+	return s
+}
+
+// withdraw deletes everything the trace left behind (domains that never started, partly placed
+// ones, the running ones) and waits for the namespace to be empty.
+func (r *runner) withdraw() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := r.c.CoreV1().Pods(r.ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}); err != nil {
+		return err
+	}
+	if err := r.env.CP.Dynamic.Resource(harness.ComputeDomainGVR).Namespace(r.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		return err
+	}
+	for {
+		pods, err := r.c.CoreV1().Pods(r.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if len(pods.Items) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d pods left in %s", len(pods.Items), r.ns)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func containsStr(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// load1 is the 1-minute load average from /proc/loadavg (0 where there is none).
+func load1() float64 {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}

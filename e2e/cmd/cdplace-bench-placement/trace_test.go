@@ -1,0 +1,82 @@
+package main
+
+import (
+	"reflect"
+	"testing"
+)
+
+func spec(seed uint64) TraceSpec {
+	return TraceSpec{Seed: seed, Racks: 8, TraysPerClique: 18, Arrivals: 120, PlainPods: 30, Failures: 3, Horizon: 3600}
+}
+
+func TestTraceDeterministic(t *testing.T) {
+	a, b := GenerateTrace(spec(1)), GenerateTrace(spec(1))
+	if !reflect.DeepEqual(a, b) || a.Digest() != b.Digest() {
+		t.Fatal("the same spec gave two different traces")
+	}
+	if c := GenerateTrace(spec(2)); reflect.DeepEqual(a.CDs, c.CDs) || a.Digest() == c.Digest() {
+		t.Fatal("seeds 1 and 2 gave the same trace")
+	}
+	// Streams are independent: more failures leave the domains and plain pods as they were.
+	s := spec(1)
+	s.Failures = 5
+	if d := GenerateTrace(s); !reflect.DeepEqual(a.CDs, d.CDs) || !reflect.DeepEqual(a.Plain, d.Plain) {
+		t.Error("changing the failure count changed the arrivals")
+	}
+}
+
+func TestTraceShape(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		s := spec(seed)
+		tr := GenerateTrace(s)
+		if len(tr.CDs) != s.Arrivals || len(tr.Plain) != s.PlainPods || len(tr.Failures) != s.Failures {
+			t.Fatalf("seed %d: %d CDs, %d plain, %d failures", seed, len(tr.CDs), len(tr.Plain), len(tr.Failures))
+		}
+		last, big, small := -1.0, 0, 0
+		for _, cd := range tr.CDs {
+			if cd.At < last || cd.At < 0 || cd.At >= arrivalWindow*s.Horizon {
+				t.Fatalf("seed %d: arrival %v out of order or outside the window", seed, cd)
+			}
+			last = cd.At
+			if cd.Size < 1 || cd.Size > s.TraysPerClique {
+				t.Fatalf("seed %d: size %d", seed, cd.Size)
+			}
+			if cd.Size >= 16 {
+				big++
+			}
+			if cd.Size <= 4 {
+				small++
+			}
+			if cd.Lifetime <= 0 || cd.Lifetime > 0.8*s.Horizon {
+				t.Fatalf("seed %d: lifetime %v", seed, cd.Lifetime)
+			}
+		}
+		if small < len(tr.CDs)/3 || big == 0 {
+			t.Errorf("seed %d: %d small (≤4) and %d big (≥16) domains of %d; want a skew to small with some big", seed, small, big, len(tr.CDs))
+		}
+		seen := map[[2]int]bool{}
+		for i, f := range tr.Failures {
+			if i > 0 && f.At < tr.Failures[i-1].At {
+				t.Fatalf("seed %d: failures out of order", seed)
+			}
+			if seen[[2]int{f.Rack, f.Tray}] || f.Rack >= s.Racks || f.Tray >= s.TraysPerClique {
+				t.Fatalf("seed %d: failure %+v repeated or outside the fleet", seed, f)
+			}
+			seen[[2]int{f.Rack, f.Tray}] = true
+		}
+		// The default trace must saturate the fleet: more tray-seconds asked than there are.
+		if _, load := tr.Demand(); load < 1.1 {
+			t.Errorf("seed %d: offered load %.2f of the fleet; want saturation (> 1.1)", seed, load)
+		}
+	}
+}
+
+func TestTraceSmallClique(t *testing.T) {
+	s := spec(3)
+	s.TraysPerClique, s.Racks = 4, 1
+	for _, cd := range GenerateTrace(s).CDs {
+		if cd.Size > 4 {
+			t.Fatalf("size %d on 4-tray cliques", cd.Size)
+		}
+	}
+}
