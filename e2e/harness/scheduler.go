@@ -58,15 +58,25 @@ func SchedulerConfig(srcPath, kubeconfig string, pluginConfig []byte) ([]byte, e
 // BaselineSchedulerConfig is the stock default-scheduler profile, no cdplace plugin, no leader
 // election: the upstream pattern's scheduler.
 func BaselineSchedulerConfig(kubeconfig string) []byte {
-	return []byte(fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
+	return StockSchedulerConfig(kubeconfig, "default-scheduler", 0)
+}
+
+// StockSchedulerConfig is one stock profile named schedulerName, without leader election;
+// percentageOfNodesToScore is left to the scheduler's adaptive default when 0.
+func StockSchedulerConfig(kubeconfig, schedulerName string, percentageOfNodesToScore int) []byte {
+	cfg := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection:
   kubeconfig: %s
 leaderElection:
   leaderElect: false
 profiles:
-- schedulerName: default-scheduler
-`, kubeconfig))
+- schedulerName: %s
+`, kubeconfig, schedulerName)
+	if percentageOfNodesToScore > 0 {
+		cfg += fmt.Sprintf("  percentageOfNodesToScore: %d\n", percentageOfNodesToScore)
+	}
+	return []byte(cfg)
 }
 
 // ProfileURL is the scheduler's CPU profile endpoint for a profile of the given length.

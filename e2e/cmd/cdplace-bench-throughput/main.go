@@ -139,17 +139,8 @@ func run(c config) (err error) {
 	}()
 	var allNodesSched *harness.Scheduler
 	if c.allNodes {
-		cfg := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-clientConnection:
-  kubeconfig: %s
-leaderElection:
-  leaderElect: false
-profiles:
-- schedulerName: %s
-  percentageOfNodesToScore: 100
-`, env.CP.AdminKubeconfig, allNodes)
-		if allNodesSched, err = env.CP.StartScheduler(ctx, string(allNodes), []byte(cfg)); err != nil {
+		cfg := harness.StockSchedulerConfig(env.CP.AdminKubeconfig, string(allNodes), 100)
+		if allNodesSched, err = env.CP.StartScheduler(ctx, string(allNodes), cfg); err != nil {
 			return err
 		}
 	}
