@@ -12,7 +12,8 @@
 // the wait from a domain's creation to all its pods bound, and the offline whole-tray packing
 // bound at saturation (see BoundDefinition), and writes placement.json, allocation.csv,
 // allocation.svg (and useful-allocation.svg, waiting.svg, summary.md, trace.json) under -out.
-// It exits non-zero when a cdplace configuration split a domain or caused a Prepare refusal.
+// It exits non-zero when a cdplace configuration split a domain or caused a Prepare refusal
+// (3), or when the run itself failed (1).
 //
 //	go run ./cmd/cdplace-bench-placement -repo ..            # full: 8 racks, 120 domains, ~11 min
 //	go run ./cmd/cdplace-bench-placement -repo .. -smoke     # CI: 2 racks, 16 domains, ~45 s
@@ -97,11 +98,13 @@ func main() {
 	if o.failures < 0 {
 		o.failures = max(1, o.racks*3/8)
 	}
-	run := run
+	var code int
+	var err error
 	if o.replot {
-		run = replot
+		code, err = replot(o)
+	} else {
+		code, err = run(o)
 	}
-	code, err := run(o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cdplace-bench-placement:", err)
 		if code == 0 {

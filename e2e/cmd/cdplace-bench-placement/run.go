@@ -310,6 +310,7 @@ func (r *runner) arriveCD(a CDArrival) {
 	r.mu.Unlock()
 	if _, err := harness.CreateComputeDomain(r.ctx, r.env.CP.Dynamic, r.ns, a.Name, a.Size); err != nil {
 		r.errorf("create ComputeDomain %s: %v", a.Name, err)
+		r.cdError(rec, err)
 		return
 	}
 	// The driver emulator creates the channel template; pods created before it would wait for
@@ -321,6 +322,7 @@ func (r *runner) arriveCD(a CDArrival) {
 		}
 		if r.isEnded() || r.ctx.Err() != nil || time.Since(rec.created) > 30*time.Second {
 			r.errorf("template of %s: %v", a.Name, err)
+			r.cdError(rec, err)
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -332,8 +334,17 @@ func (r *runner) arriveCD(a CDArrival) {
 		pod := harness.DomainPod(r.ns, a.Name, i, gpusPerTray, r.cfg.Profile)
 		if _, err := r.c.CoreV1().Pods(r.ns).Create(r.ctx, pod, metav1.CreateOptions{}); err != nil {
 			r.errorf("create pod %s: %v", pod.Name, err)
+			r.cdError(rec, err)
 			return
 		}
+	}
+}
+
+func (r *runner) cdError(rec *cdRec, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rec.err == "" && !r.ended {
+		rec.err = err.Error()
 	}
 }
 
