@@ -257,13 +257,9 @@ func (m *schedulers) waitLeader(ctx context.Context, old string) error {
 }
 
 func run(o options) (code int, err error) {
-	root, err := filepath.Abs(o.root)
+	root, out, err := paths(o)
 	if err != nil {
 		return 1, err
-	}
-	out := o.out
-	if !filepath.IsAbs(out) {
-		out = filepath.Join(root, out)
 	}
 	cfgs, err := parseConfigs(root, o.configs)
 	if err != nil {
@@ -382,15 +378,23 @@ func describe(c config) string {
 	}
 }
 
-// replot rewrites the derived outputs from an earlier run's placement.json.
-func replot(o options) (int, error) {
-	root, err := filepath.Abs(o.root)
-	if err != nil {
-		return 1, err
+// paths resolves -repo and -out (relative to -repo unless absolute).
+func paths(o options) (root, out string, err error) {
+	if root, err = filepath.Abs(o.root); err != nil {
+		return "", "", err
 	}
-	out := o.out
+	out = o.out
 	if !filepath.IsAbs(out) {
 		out = filepath.Join(root, out)
+	}
+	return root, out, nil
+}
+
+// replot rewrites the derived outputs from an earlier run's placement.json.
+func replot(o options) (int, error) {
+	_, out, err := paths(o)
+	if err != nil {
+		return 1, err
 	}
 	data, err := os.ReadFile(filepath.Join(out, "placement.json"))
 	if err != nil {
