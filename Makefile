@@ -10,7 +10,7 @@ GUEST := $(GUEST_DIR)/cdplace_guest.wasm
 FAULTY := $(GUEST_DIR)/cdplace_faulty_guest.wasm
 HOSTLIB := target/release/libcdplace_host.a
 SCHEDULER := target/go/kube-scheduler
-EMBEDDED_GUEST := host-shim/internal/cdplace/guest/cdplace_guest.wasm
+EMBEDDED_GUEST := host-shim/go/internal/cdplace/guest/cdplace_guest.wasm
 LINK_LIBS := -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 
 E2E_BIN := target/e2e/bin
@@ -26,14 +26,14 @@ guest:
 
 ## build: the guest, the `cdplace` CLI and libcdplace_host.a, the guest copied beside the CLI
 build: guest
-	$(CARGO) build --release -p cdplace-host
+	$(CARGO) build --release -p cdplace-host -p cdplace-cli
 	cp $(GUEST) target/release/cdplace_guest.wasm
 
 ## scheduler: kube-scheduler v1.37 with ComputeDomainPlacement (the guest embedded)
 scheduler: build
 	cp $(GUEST) $(EMBEDDED_GUEST)
 	mkdir -p target/go
-	cd host-shim && $(GO) build -o ../$(SCHEDULER) ./cmd/kube-scheduler
+	cd host-shim/go && $(GO) build -o ../../$(SCHEDULER) ./cmd/kube-scheduler
 
 ## test: everything CI checks
 test: lint test-rust test-c test-go test-e2e bench-smoke bench-e2e-smoke
@@ -43,13 +43,13 @@ test-rust: build
 
 ## test-c: the C ABI driven from C through include/cdplace.h
 test-c: build
-	$(CC) -Wall -Wextra -Werror -O1 -o target/release/cabi-smoke host-shim/tests/c/smoke.c \
-		-Ihost-shim/include $(HOSTLIB) $(LINK_LIBS)
+	$(CC) -Wall -Wextra -Werror -O1 -o target/release/cabi-smoke host-shim/lib/tests/c/smoke.c \
+		-Ihost-shim/lib/include $(HOSTLIB) $(LINK_LIBS)
 	target/release/cabi-smoke $(GUEST) $(FAULTY)
 
 ## test-go: the plugin through the real scheduling framework, the shipped configs, the binary
 test-go: scheduler lint-go
-	cd host-shim && CDPLACE_SCHEDULER_BIN=$(CURDIR)/$(SCHEDULER) $(GO) test ./...
+	cd host-shim/go && CDPLACE_SCHEDULER_BIN=$(CURDIR)/$(SCHEDULER) $(GO) test ./...
 
 lint: guest
 	$(CARGO) fmt --all -- --check
@@ -90,12 +90,12 @@ lint-e2e:
 
 lint-go: build
 	cp $(GUEST) $(EMBEDDED_GUEST)
-	@test -z "$$(cd host-shim && gofmt -l .)" || { echo "gofmt would change:"; cd host-shim && gofmt -l .; exit 1; }
-	cd host-shim && $(GO) vet ./...
+	@test -z "$$(cd host-shim/go && gofmt -l .)" || { echo "gofmt would change:"; cd host-shim/go && gofmt -l .; exit 1; }
+	cd host-shim/go && $(GO) vet ./...
 
 ## bench: wasm vs native policy cost at 500 / 5,000 / 20,000 trays (results in target/bench/)
 bench: guest
-	$(CARGO) bench -p cdplace-host --bench policy
+	$(CARGO) bench -p cdplace-testkit --bench policy
 
 ## bench-throughput: pods/s through cdplace and the stock default scheduler on a real control
 ## plane at 500 and 5,000 trays, with the schedulers' latency histograms (target/bench/throughput/)
@@ -117,12 +117,12 @@ bench-e2e-smoke: scheduler e2e-binaries
 	$(E2E_BIN)/cdplace-bench-placement -repo . -smoke -out target/bench/smoke/placement
 
 bench-smoke: guest
-	$(CARGO) bench -p cdplace-host --bench policy -- --quick
+	$(CARGO) bench -p cdplace-testkit --bench policy -- --quick
 
 ## bench-framework: per-pod PreFilter+Filter+Score inside the scheduling framework, 5,000 nodes,
 ## with and without ComputeDomainPlacement
 bench-framework: scheduler
-	cd host-shim && $(GO) test ./pkg/computedomain -run '^$$' -bench . -benchtime 200x -count 5
+	cd host-shim/go && $(GO) test ./pkg/computedomain -run '^$$' -bench . -benchtime 200x -count 5
 
 ## demo: a real control plane with 4 simulated NVL72 racks, the example workloads, a rack map
 demo: scheduler e2e-binaries

@@ -53,7 +53,9 @@ impl bindings::Guest for Policy {
             gpu_driver: args.gpu_driver.clone(),
             compute_domain_driver: args.compute_domain_driver.clone(),
             size_annotation: args.size_annotation.clone(),
-            canonical: args.canonical_json(),
+            guest_path: args.guest_path.clone(),
+            call_timeout_ms: args.call_timeout_ms(),
+            memory_limit_mib: args.guest_memory_limit_mib,
         };
         with_view(|v| v.set_args(args));
         Ok(settings)
@@ -63,7 +65,7 @@ impl bindings::Guest for Policy {
         with_view(|v| v.apply(deltas.into_iter().map(delta))).map_err(error)
     }
 
-    fn pre_filter(pod: u32, overlay: Vec<OverlayOp>) -> wv::PreFilterResult {
+    fn pre_filter(pod: u32, overlay: Vec<OverlayOp>, now_ms: i64) -> wv::PreFilterResult {
         let overlay: Vec<policy::OverlayOp> = overlay
             .into_iter()
             .map(|o| match o {
@@ -71,7 +73,7 @@ impl bindings::Guest for Policy {
                 OverlayOp::AddPod((k, n)) => policy::OverlayOp::AddPod(k, n),
             })
             .collect();
-        let r = with_view(|v| v.pre_filter(pod, &overlay));
+        let r = with_view(|v| v.pre_filter(pod, &overlay, now_ms));
         wv::PreFilterResult {
             status: verdict(r.status),
             domain: r.domain,
@@ -139,6 +141,10 @@ fn delta(d: wf::Delta) -> policy::Delta {
                 .collect(),
             gpus: p.gpus,
             size_hint: p.size_hint,
+            pod_group: p.pod_group,
+            owner: p.owner,
+            created_ms: p.created_ms,
+            priority: p.priority,
         }),
         wf::Delta::RemovePod(k) => D::RemovePod(k),
         wf::Delta::UpsertClaim(c) => D::UpsertClaim(policy::ClaimFact {
@@ -163,8 +169,13 @@ fn delta(d: wf::Delta) -> policy::Delta {
             namespace: d.namespace,
             name: d.name,
             size_hint: d.size_hint,
+            num_nodes: d.num_nodes,
         }),
         wf::Delta::RemoveDomain(u) => D::RemoveDomain(u),
+        wf::Delta::UpsertOwner(o) => {
+            D::UpsertOwner(policy::OwnerFact { key: o.key, size: o.size, source: o.source, priority: o.priority })
+        }
+        wf::Delta::RemoveOwner(k) => D::RemoveOwner(k),
         wf::Delta::Reset => D::Reset,
     }
 }

@@ -50,7 +50,9 @@ mod faulty {
                 gpu_driver: "gpu.nvidia.com".into(),
                 compute_domain_driver: "compute-domain.nvidia.com".into(),
                 size_annotation: "cdplace.nvidia.com/size".into(),
-                canonical: args,
+                guest_path: None,
+                call_timeout_ms: 2_000,
+                memory_limit_mib: 512,
             })
         }
 
@@ -70,7 +72,7 @@ mod faulty {
             Ok(())
         }
 
-        fn pre_filter(pod: u32, _: Vec<OverlayOp>) -> PreFilterResult {
+        fn pre_filter(pod: u32, _: Vec<OverlayOp>, _: i64) -> PreFilterResult {
             let victim = STRINGS.0.borrow().get(pod as usize).is_some_and(|k| k.starts_with("fault/"));
             let fault = if victim { FAULT.load(Ordering::Relaxed) } else { 0 };
             match fault {

@@ -66,7 +66,24 @@ pub struct Args {
     /// Most trays one clique may have; the driver's default IMEX domain limit is 18.
     #[serde(default = "default_max_trays")]
     pub max_trays_per_clique: u32,
+
+    // Host fields: the host applies them, the policy validates them (one validator for the
+    // whole schema, one place for the defaults).
+    /// Load the policy component from this file instead of the one built into the scheduler.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest_path: Option<String>,
+    /// Longest one policy call may run, as a duration (`2s`, `500ms`, `1m`).
+    #[serde(default = "default_call_timeout")]
+    pub guest_call_timeout: String,
+    /// Most memory one policy instance may use, in MiB.
+    #[serde(default = "default_memory_limit", rename = "guestMemoryLimitMiB")]
+    pub guest_memory_limit_mib: u32,
 }
+
+/// `guestCallTimeout` when unset.
+pub const DEFAULT_CALL_TIMEOUT_MS: u32 = 2_000;
+/// `guestMemoryLimitMiB` when unset.
+pub const DEFAULT_MEMORY_LIMIT_MIB: u32 = 512;
 
 fn default_clique_label() -> String {
     "nvidia.com/gpu.clique".into()
@@ -85,6 +102,44 @@ fn default_size_annotation() -> String {
 }
 fn default_max_trays() -> u32 {
     18
+}
+fn default_call_timeout() -> String {
+    format!("{}ms", DEFAULT_CALL_TIMEOUT_MS)
+}
+fn default_memory_limit() -> u32 {
+    DEFAULT_MEMORY_LIMIT_MIB
+}
+
+/// A duration of the Go form the scheduler's config uses for durations of this size
+/// (`1500ms`, `2s`, `1m`, `1m30s`), in milliseconds; None when malformed.
+pub fn parse_duration_ms(s: &str) -> Option<u64> {
+    let mut rest = s.trim();
+    if rest.is_empty() {
+        return None;
+    }
+    let mut total: u64 = 0;
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return None;
+        }
+        let n: u64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let (unit, len) = if rest.starts_with("ms") {
+            (1, 2)
+        } else if rest.starts_with('s') {
+            (1_000, 1)
+        } else if rest.starts_with('m') {
+            (60_000, 1)
+        } else if rest.starts_with('h') {
+            (3_600_000, 1)
+        } else {
+            return None;
+        };
+        rest = &rest[len..];
+        total = total.checked_add(n.checked_mul(unit)?)?;
+    }
+    Some(total)
 }
 
 impl Default for Args {
@@ -122,6 +177,25 @@ impl Args {
         if self.max_trays_per_clique == 0 || self.max_trays_per_clique > 1024 {
             return Err(bad("maxTraysPerClique", &self.max_trays_per_clique.to_string(), "must be between 1 and 1024"));
         }
+        match parse_duration_ms(&self.guest_call_timeout) {
+            None => return Err(bad("guestCallTimeout", &self.guest_call_timeout, "must be a duration such as 2s")),
+            Some(ms) if !(1..=60_000).contains(&ms) => {
+                return Err(bad("guestCallTimeout", &self.guest_call_timeout, "must be between 1ms and 1m"));
+            }
+            Some(_) => {}
+        }
+        if !(16..=65_536).contains(&self.guest_memory_limit_mib) {
+            return Err(bad(
+                "guestMemoryLimitMiB",
+                &self.guest_memory_limit_mib.to_string(),
+                "must be between 16 and 65536",
+            ));
+        }
+        if let Some(p) = &self.guest_path
+            && p.is_empty()
+        {
+            return Err(bad("guestPath", p, "must be a file path when set"));
+        }
         if self.reserve_trays_per_clique >= self.max_trays_per_clique {
             return Err(bad(
                 "reserveTraysPerClique",
@@ -135,6 +209,11 @@ impl Args {
     /// The arguments with defaults applied, as JSON.
     pub fn canonical_json(&self) -> String {
         serde_json::to_string(self).expect("args serialize")
+    }
+
+    /// `guestCallTimeout` in milliseconds (after validation).
+    pub fn call_timeout_ms(&self) -> u32 {
+        parse_duration_ms(&self.guest_call_timeout).map_or(DEFAULT_CALL_TIMEOUT_MS, |ms| ms as u32)
     }
 }
 
@@ -223,5 +302,26 @@ mod tests {
         );
         let e = Args::parse(r#"{"reserveTraysPerClique":-1}"#).unwrap_err();
         assert!(e.to_string().contains("invalid value: integer `-1`, expected u32"), "{e}");
+    }
+
+    #[test]
+    fn host_fields_are_validated_here() {
+        let a = Args::parse(r#"{"guestCallTimeout":"1m","guestMemoryLimitMiB":64,"guestPath":"/x.wasm"}"#).unwrap();
+        assert_eq!((a.call_timeout_ms(), a.guest_memory_limit_mib), (60_000, 64));
+        assert_eq!(Args::default().call_timeout_ms(), DEFAULT_CALL_TIMEOUT_MS);
+        assert_eq!(parse_duration_ms("1m30s"), Some(90_000));
+        assert_eq!(parse_duration_ms("1.5s"), None);
+        let e = Args::parse(r#"{"guestCallTimeout":"soon"}"#).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid plugin args: guestCallTimeout: Invalid value: \"soon\": must be a duration such as 2s"
+        );
+        let e = Args::parse(r#"{"guestCallTimeout":"2m"}"#).unwrap_err();
+        assert!(e.to_string().ends_with("must be between 1ms and 1m"), "{e}");
+        let e = Args::parse(r#"{"guestMemoryLimitMiB":8}"#).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid plugin args: guestMemoryLimitMiB: Invalid value: \"8\": must be between 16 and 65536"
+        );
     }
 }

@@ -88,8 +88,10 @@ enum Undo {
 }
 
 impl View {
-    /// Decides where the pod with key `pod` may go, as if `overlay` were applied first.
-    pub fn pre_filter(&mut self, pod: StrId, overlay: &[OverlayOp]) -> PreFilterResult {
+    /// Decides where the pod with key `pod` may go, as if `overlay` were applied first; `now_ms`
+    /// is the host's clock (Unix milliseconds).
+    pub fn pre_filter(&mut self, pod: StrId, overlay: &[OverlayOp], now_ms: i64) -> PreFilterResult {
+        self.now_ms = now_ms;
         let mut undo = Vec::new();
         for op in overlay {
             match *op {

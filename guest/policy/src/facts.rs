@@ -72,8 +72,16 @@ pub struct PodFact {
     pub claims: Vec<ClaimRef>,
     /// GPUs requested through the extended resource.
     pub gpus: u32,
-    /// Declared gang size (size annotation or PodGroup `minCount`).
+    /// The pod's own size annotation (an explicit override).
     pub size_hint: Option<u32>,
+    /// Owner key of the PodGroup the pod names (`PodGroup/<ns>/<name>`).
+    pub pod_group: Option<StrId>,
+    /// Owner key of the pod's top-level controller (`Job/<ns>/<name>`, `JobSet/...`, ...).
+    pub owner: Option<StrId>,
+    /// `metadata.creationTimestamp`, Unix milliseconds (0 when unknown).
+    pub created_ms: i64,
+    /// `spec.priority`.
+    pub priority: i32,
 }
 
 /// A ResourceClaim.
@@ -109,8 +117,22 @@ pub struct DomainFact {
     pub uid: StrId,
     pub namespace: StrId,
     pub name: StrId,
-    /// Pods the domain will have (size annotation, else a positive `spec.numNodes`).
+    /// The size annotation on the ComputeDomain (an explicit override).
     pub size_hint: Option<u32>,
+    /// `spec.numNodes` when positive.
+    pub num_nodes: Option<u32>,
+}
+
+/// How many pods a workload object will have (PodGroup `minCount`, Job parallelism, ...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnerFact {
+    /// `<Kind>/<namespace>/<name>`.
+    pub key: StrId,
+    pub size: u32,
+    /// Where the size was read (`Job training/trainer spec.parallelism`).
+    pub source: StrId,
+    /// A PodGroup's `spec.priority`.
+    pub priority: Option<i32>,
 }
 
 /// One change to the view.
@@ -127,6 +149,8 @@ pub enum Delta {
     RemoveTemplate(StrId, StrId),
     UpsertDomain(DomainFact),
     RemoveDomain(StrId),
+    UpsertOwner(OwnerFact),
+    RemoveOwner(StrId),
     Reset,
 }
 

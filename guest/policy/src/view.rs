@@ -78,6 +78,8 @@ struct PodContrib {
     /// The clique of its node when bound or assumed there.
     placed_in: Option<StrId>,
     size_hint: Option<u32>,
+    /// Owner keys whose size counts for the domain: the PodGroup, else the controller.
+    owner: Option<StrId>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -146,6 +148,8 @@ pub(crate) struct Domain {
     pub placed: BTreeMap<StrId, u32>,
     /// Declared sizes of its pods (value -> pods declaring it).
     pub pod_hints: BTreeMap<u32, u32>,
+    /// Owners of its pods (owner key -> pods naming it).
+    pub owners: BTreeMap<StrId, u32>,
     /// What this domain adds to a clique's `promised`.
     promise: Option<(StrId, u32)>,
 }
@@ -171,6 +175,10 @@ pub struct View {
     pub(crate) claims: BTreeMap<ObjKey, ClaimFact>,
     pub(crate) templates: BTreeMap<ObjKey, TemplateFact>,
     pub(crate) domain_facts: BTreeMap<StrId, DomainFact>,
+    /// Workload objects that say how many pods they will run, by owner key.
+    pub(crate) owners: BTreeMap<StrId, OwnerFact>,
+    /// The host's clock at the current decision (Unix ms), set by [`View::pre_filter`].
+    pub(crate) now_ms: i64,
     pods_by_claim: BTreeMap<ObjKey, BTreeSet<StrId>>,
     pods_by_template: BTreeMap<ObjKey, BTreeSet<StrId>>,
     pub(crate) cliques: BTreeMap<StrId, Clique>,
@@ -258,7 +266,7 @@ impl View {
             }
             Delta::UpsertPod(p) => {
                 let mut ids = alloc::vec![p.key, p.namespace];
-                ids.extend(p.node);
+                ids.extend(p.node.iter().chain(&p.pod_group).chain(&p.owner));
                 for c in &p.claims {
                     ids.push(c.name);
                     ids.extend(c.template.iter().chain(&c.claim).chain(&c.generated));
@@ -305,12 +313,32 @@ impl View {
                     self.refresh_domain(uid);
                 }
             }
+            Delta::UpsertOwner(o) => {
+                self.check(&[o.key, o.source])?;
+                let key = o.key;
+                self.owners.insert(key, o);
+                self.refresh_owner(key);
+            }
+            Delta::RemoveOwner(key) => {
+                if self.owners.remove(&key).is_some() {
+                    self.refresh_owner(key);
+                }
+            }
             Delta::Reset => {
                 let args = core::mem::take(&mut self.args);
                 *self = View::new(args);
             }
         }
         Ok(())
+    }
+
+    /// Recomputes the promises of the domains whose pods name this owner.
+    fn refresh_owner(&mut self, key: StrId) {
+        let domains: Vec<StrId> =
+            self.domains.iter().filter(|(_, d)| d.owners.contains_key(&key)).map(|(uid, _)| *uid).collect();
+        for d in domains {
+            self.refresh_domain(d);
+        }
     }
 
     /// Re-resolves these pods (a claim or template they read changed).
@@ -469,7 +497,12 @@ impl View {
         }
         let placed = matches!(e.fact.placement, Placement::Assumed | Placement::Bound);
         let placed_in = e.fact.node.filter(|_| placed).and_then(|n| self.nodes.get(&n)).and_then(|n| n.summary.clique);
-        PodContrib { domain: Some(m.domain), placed_in, size_hint: e.fact.size_hint }
+        PodContrib {
+            domain: Some(m.domain),
+            placed_in,
+            size_hint: e.fact.size_hint,
+            owner: e.fact.pod_group.or(e.fact.owner),
+        }
     }
 
     fn add_pod_contrib(&mut self, c: &PodContrib, add: bool) {
@@ -485,6 +518,9 @@ impl View {
         }
         if let Some(h) = c.size_hint {
             bump(&mut dom.pod_hints, h, add);
+        }
+        if let Some(o) = c.owner {
+            bump(&mut dom.owners, o, add);
         }
     }
 
@@ -502,15 +538,23 @@ impl View {
         }
     }
 
-    /// The number of pods a domain will have.
+    /// The number of pods a domain will have: the size annotation (on the domain, else the
+    /// largest on its pods), else the sum over the owners its pods name (PodGroups, controllers)
+    /// that the host has sent, else a positive `spec.numNodes`, else the pods seen so far; never
+    /// fewer than the pods already placed.
     pub(crate) fn domain_size(&self, uid: StrId) -> u32 {
         let agg = self.domains.get(&uid);
         let placed = agg.map_or(0, Domain::placed_total);
-        let hinted = self
-            .domain_facts
-            .get(&uid)
+        let fact = self.domain_facts.get(&uid);
+        let owned = agg.and_then(|a| {
+            let sizes: Vec<u32> = a.owners.keys().filter_map(|k| self.owners.get(k)).map(|o| o.size).collect();
+            (!sizes.is_empty()).then(|| sizes.iter().fold(0u32, |s, &n| s.saturating_add(n)))
+        });
+        let hinted = fact
             .and_then(|d| d.size_hint)
-            .or_else(|| agg.and_then(|a| a.pod_hints.keys().next_back().copied()));
+            .or_else(|| agg.and_then(|a| a.pod_hints.keys().next_back().copied()))
+            .or(owned)
+            .or_else(|| fact.and_then(|d| d.num_nodes));
         hinted.unwrap_or_else(|| agg.map_or(0, |a| a.pods)).max(placed)
     }
 
@@ -523,7 +567,7 @@ impl View {
         });
         let old = agg.promise;
         if old == new {
-            if agg.pods == 0 && agg.placed.is_empty() && agg.pod_hints.is_empty() {
+            if agg.pods == 0 && agg.placed.is_empty() && agg.pod_hints.is_empty() && agg.owners.is_empty() {
                 self.domains.remove(&uid);
             }
             return;
@@ -541,7 +585,8 @@ impl View {
         }
         let agg = self.domains.get_mut(&uid).expect("present");
         agg.promise = new;
-        if agg.pods == 0 && agg.placed.is_empty() && agg.pod_hints.is_empty() && new.is_none() {
+        if agg.pods == 0 && agg.placed.is_empty() && agg.pod_hints.is_empty() && agg.owners.is_empty() && new.is_none()
+        {
             self.domains.remove(&uid);
         }
     }
@@ -693,6 +738,7 @@ impl View {
         deltas.extend(self.claims.values().cloned().map(Delta::UpsertClaim));
         deltas.extend(self.templates.values().cloned().map(Delta::UpsertTemplate));
         deltas.extend(self.domain_facts.values().cloned().map(Delta::UpsertDomain));
+        deltas.extend(self.owners.values().cloned().map(Delta::UpsertOwner));
         deltas.extend(self.nodes.values().filter_map(|n| n.fact.clone()).map(Delta::UpsertNode));
         deltas.extend(self.pods.values().map(|p| Delta::UpsertPod(p.fact.clone())));
         fresh.apply(deltas).expect("replay");
@@ -715,8 +761,11 @@ impl View {
                     )
                 })
                 .collect();
-            let domains: Vec<_> =
-                v.domains.iter().map(|(k, d)| (*k, d.pods, d.placed.clone(), d.pod_hints.clone(), d.promise)).collect();
+            let domains: Vec<_> = v
+                .domains
+                .iter()
+                .map(|(k, d)| (*k, d.pods, d.placed.clone(), d.pod_hints.clone(), d.owners.clone(), d.promise))
+                .collect();
             format!("{cliques:?}\n{domains:?}\n{:?}\n{:?}", v.tray_sizes, v.malformed)
         };
         assert_eq!(dump(self), dump(&fresh), "incremental aggregates differ from a fresh rebuild");

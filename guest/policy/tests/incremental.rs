@@ -83,6 +83,10 @@ fn random_delta(r: &mut Lcg) -> Delta {
                 },
                 gpus: [0, 2, 4][r.below(3) as usize],
                 size_hint: (r.below(4) == 0).then(|| 1 + r.below(6)),
+                pod_group: None,
+                owner: None,
+                created_ms: 0,
+                priority: 0,
             })
         }
         7 => Delta::RemovePod(pod_id(r.below(PODS))),
@@ -110,6 +114,7 @@ fn random_delta(r: &mut Lcg) -> Delta {
                     namespace: 1,
                     name: template_id(i),
                     size_hint: (r.below(2) == 0).then(|| 1 + r.below(8)),
+                    num_nodes: None,
                 })
             }
         }
@@ -132,8 +137,8 @@ fn check_seed(seed: u64, args: Args) {
             fresh.apply(log.clone()).unwrap();
             for p in 0..PODS {
                 assert_eq!(
-                    view.pre_filter(pod_id(p), &[]),
-                    fresh.pre_filter(pod_id(p), &[]),
+                    view.pre_filter(pod_id(p), &[], 0),
+                    fresh.pre_filter(pod_id(p), &[], 0),
                     "seed {seed} step {step}"
                 );
             }
@@ -141,16 +146,16 @@ fn check_seed(seed: u64, args: Args) {
     }
     // Overlays leave no trace.
     view.assert_consistent();
-    let before: Vec<_> = (0..PODS).map(|p| view.pre_filter(pod_id(p), &[])).collect();
+    let before: Vec<_> = (0..PODS).map(|p| view.pre_filter(pod_id(p), &[], 0)).collect();
     for p in 0..PODS {
         let ops = [
             OverlayOp::RemovePod(pod_id((p + 1) % PODS)),
             OverlayOp::AddPod(pod_id((p + 2) % PODS), node_id(p % NODES)),
         ];
-        view.pre_filter(pod_id(p), &ops);
+        view.pre_filter(pod_id(p), &ops, 0);
     }
     view.assert_consistent();
-    let after: Vec<_> = (0..PODS).map(|p| view.pre_filter(pod_id(p), &[])).collect();
+    let after: Vec<_> = (0..PODS).map(|p| view.pre_filter(pod_id(p), &[], 0)).collect();
     assert_eq!(before, after);
 }
 

@@ -1,0 +1,140 @@
+package computedomain
+
+import (
+	"fmt"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	fwk "k8s.io/kube-scheduler/framework"
+	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/queuesort"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
+
+	"github.com/cdplace/cdplace/host-shim/go/internal/cdplace"
+)
+
+// fleet is 5,004 trays in 278 cliques of 18, about 70% of them running domains of 1..18 pods,
+// plus a pending 8-pod domain and a pending plain GPU pod.
+func fleet(b *testing.B) (*env, *v1.Pod, *v1.Pod) {
+	var nodes []*v1.Node
+	var cds []*unstructured.Unstructured
+	var objs []runtime.Object
+	for c := 1; c <= 278; c++ {
+		rackNodes := rack(fmt.Sprintf("r%03d", c), c, 18)
+		nodes = append(nodes, rackNodes...)
+		used, size := 0, 1+c%18
+		for d := 0; used+size <= 13; d++ {
+			name := fmt.Sprintf("cd-%03d-%d", c, d)
+			cds = append(cds, computeDomain(name, "uid-"+name, size))
+			objs = append(objs, channelTemplate(name, "uid-"+name))
+			for i := 0; i < size; i++ {
+				objs = append(objs, boundTo(cdPod(name, fmt.Sprintf("%s-%d", name, i)), rackNodes[used].Name))
+				used++
+			}
+		}
+	}
+	pending := cdPod("new", "new-0")
+	cds = append(cds, computeDomain("new", "uid-new", 8))
+	plain := makePod("plain", "", 4)
+	objs = append(objs, channelTemplate("new", "uid-new"), pending, plain)
+	e := newEnv(b, "", nodes, cds, objs...)
+	for _, o := range objs {
+		e.objects = append(e.objects, o)
+	}
+	for _, n := range nodes {
+		e.objects = append(e.objects, n)
+	}
+	for _, cd := range cds {
+		e.objects = append(e.objects, cd)
+	}
+	return e, pending, plain
+}
+
+// cycle runs PreFilter, Filter on every node it allows, PreScore and Score, as one scheduling
+// cycle does (sequentially here; the scheduler spreads Filter and Score over 16 goroutines).
+func cycle(b *testing.B, fh framework.Framework, e *env, infos []fwk.NodeInfo, pod *v1.Pod) {
+	state := framework.NewCycleState()
+	res, st, _ := fh.RunPreFilterPlugins(e.ctx, state, pod)
+	if !st.IsSuccess() {
+		b.Fatalf("prefilter: %v", st)
+	}
+	feasible := make([]fwk.NodeInfo, 0, len(infos))
+	for _, ni := range infos {
+		// As the scheduler does, Filter only runs for the nodes PreFilter allowed.
+		if res != nil && res.NodeNames != nil && !res.NodeNames.Has(ni.Node().Name) {
+			continue
+		}
+		if fh.RunFilterPlugins(e.ctx, state, pod, ni).IsSuccess() {
+			feasible = append(feasible, ni)
+		}
+	}
+	if st := fh.RunPreScorePlugins(e.ctx, state, pod, feasible); !st.IsSuccess() {
+		b.Fatalf("prescore: %v", st)
+	}
+	if _, st := fh.RunScorePlugins(e.ctx, state, pod, feasible); !st.IsSuccess() {
+		b.Fatalf("score: %v", st)
+	}
+}
+
+// BenchmarkSchedulingCycle5000Nodes: per-pod time inside the framework with the plugin, next to
+// the same framework without it, on the same 5,004-node snapshot.
+func BenchmarkSchedulingCycle5000Nodes(b *testing.B) {
+	e, pending, plain := fleet(b)
+	infos := tf.BuildNodeInfos(e.nodes)
+	bare, err := tf.NewFramework(e.ctx, []tf.RegisterPluginFunc{
+		tf.RegisterQueueSortPlugin(queuesort.Name, queuesort.New),
+		tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New),
+	}, "bare", frameworkruntime.WithSnapshotSharedLister(schedcache.NewSnapshot(nil, e.nodes)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("without-plugin/ComputeDomain-pod", func(b *testing.B) {
+		for b.Loop() {
+			cycle(b, bare, e, infos, pending)
+		}
+	})
+	b.Run("with-plugin/ComputeDomain-pod", func(b *testing.B) {
+		for b.Loop() {
+			cycle(b, e.fh, e, infos, pending)
+		}
+	})
+	b.Run("policy-call-only/ComputeDomain-pod", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := e.plugin.Cluster().PreFilter(pending.Namespace, pending.Name, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// The same view evaluated by the policy compiled natively into the library: the difference
+	// is what running the policy as a wasm component costs.
+	native, err := cdplace.NewNativeCluster(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, o := range e.objects {
+		j, err := withKind(o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := native.Apply(j); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("policy-call-only-native/ComputeDomain-pod", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := native.PreFilter(pending.Namespace, pending.Name, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("with-plugin/plain-GPU-pod", func(b *testing.B) {
+		for b.Loop() {
+			cycle(b, e.fh, e, infos, plain)
+		}
+	})
+}

@@ -1,0 +1,112 @@
+package computedomain
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/klog/v2/ktesting"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/ptr"
+
+	"github.com/cdplace/cdplace/host-shim/go/internal/cdplace"
+)
+
+func TestQueueingHints(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	p := &Plugin{keys: cdplace.Keys{CliqueLabel: "nvidia.com/gpu.clique", GPUResourceName: "nvidia.com/gpu", GPUDriver: "gpu.nvidia.com"}}
+	target := cdPod("cd", "p1")
+	target.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "channel", ResourceClaimName: ptr.To("p1-channel-abcde")}}
+
+	tray := makeNode("a-00", 1, 4)
+	relabelled := tray.DeepCopy()
+	relabelled.Labels["nvidia.com/gpu.clique"] = clique(2)
+	held := tray.DeepCopy()
+	held.Labels[DomainLabel] = "uid-old"
+	cordoned := tray.DeepCopy()
+	cordoned.Spec.Unschedulable = true
+	annotated := tray.DeepCopy()
+	annotated.Annotations = map[string]string{"x": "y"}
+	moreGPUs := tray.DeepCopy()
+	moreGPUs.Status.Allocatable["nvidia.com/gpu"] = resource.MustParse("8")
+
+	allocated := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: ns},
+		Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{}}}
+	deallocated := allocated.DeepCopy()
+	deallocated.Status.Allocation = nil
+	mine := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "p1-channel-abcde", Namespace: ns}}
+	someoneElses := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: ns}}
+
+	cd := func(namespace string) *unstructured.Unstructured {
+		u := computeDomain("cd", "uid", 0)
+		u.SetNamespace(namespace)
+		return u
+	}
+	tpl := func(name string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{}}
+		u.SetName(name)
+		u.SetNamespace(ns)
+		return u
+	}
+	gpuSlice := &resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Driver: "gpu.nvidia.com", NodeName: ptr.To("a-00")}}
+	otherSlice := &resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", NodeName: ptr.To("a-00")}}
+
+	type hint = fwk.QueueingHintFn
+	cases := []struct {
+		name     string
+		fn       hint
+		old, new any
+		want     fwk.QueueingHint
+	}{
+		{"GPU pod deleted", p.isSchedulableAfterPodDeleted, boundTo(makePod("g", "", 1), "a-00"), nil, fwk.Queue},
+		{"CD pod deleted", p.isSchedulableAfterPodDeleted, boundTo(cdPod("other", "o"), "a-00"), nil, fwk.Queue},
+		{"CPU pod deleted", p.isSchedulableAfterPodDeleted, boundTo(makePod("web", "", 0), "a-00"), nil, fwk.QueueSkip},
+		{"pod of the same domain bound", p.isSchedulableAfterPodBound, nil, boundTo(cdPod("cd", "p0"), "a-00"), fwk.Queue},
+		{"pod of another domain bound", p.isSchedulableAfterPodBound, nil, boundTo(cdPod("other", "o"), "a-00"), fwk.QueueSkip},
+		{"tray added", p.isSchedulableAfterNodeChange, nil, tray, fwk.Queue},
+		{"CPU node added", p.isSchedulableAfterNodeChange, nil, makeNode("cpu", 0, 0), fwk.QueueSkip},
+		{"clique label changed", p.isSchedulableAfterNodeChange, tray, relabelled, fwk.Queue},
+		{"stale domain label removed", p.isSchedulableAfterNodeChange, held, tray, fwk.Queue},
+		{"domain label added", p.isSchedulableAfterNodeChange, tray, held, fwk.QueueSkip},
+		{"uncordoned", p.isSchedulableAfterNodeChange, cordoned, tray, fwk.Queue},
+		{"cordoned", p.isSchedulableAfterNodeChange, tray, cordoned, fwk.QueueSkip},
+		{"annotation only", p.isSchedulableAfterNodeChange, tray, annotated, fwk.QueueSkip},
+		{"more GPUs", p.isSchedulableAfterNodeChange, tray, moreGPUs, fwk.Queue},
+		{"claim deallocated", p.isSchedulableAfterClaimChange, allocated, deallocated, fwk.Queue},
+		{"claim allocated", p.isSchedulableAfterClaimChange, deallocated, allocated, fwk.QueueSkip},
+		{"allocated claim deleted", p.isSchedulableAfterClaimChange, allocated, nil, fwk.Queue},
+		{"the pod's claim created", p.isSchedulableAfterClaimChange, nil, mine, fwk.Queue},
+		{"another claim created", p.isSchedulableAfterClaimChange, nil, someoneElses, fwk.QueueSkip},
+		{"GPU slice published", p.isSchedulableAfterSliceChange, nil, gpuSlice, fwk.Queue},
+		{"other driver's slice", p.isSchedulableAfterSliceChange, nil, otherSlice, fwk.QueueSkip},
+		{"domain created in the namespace", p.isSchedulableAfterComputeDomainChange, nil, cd(ns), fwk.Queue},
+		{"domain created elsewhere", p.isSchedulableAfterComputeDomainChange, nil, cd("team-b"), fwk.QueueSkip},
+		{"domain deleted", p.isSchedulableAfterComputeDomainChange, cd("team-b"), nil, fwk.Queue},
+		{"the pod's template created", p.isSchedulableAfterTemplateAdded, nil, tpl("cd-channel"), fwk.Queue},
+		{"another template created", p.isSchedulableAfterTemplateAdded, nil, tpl("x-channel"), fwk.QueueSkip},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := c.fn(logger, target, c.old, c.new)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != c.want {
+				t.Fatalf("got %v, want %v", got, c.want)
+			}
+		})
+	}
+
+	events, err := p.EventsToRegister(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events {
+		if e.QueueingHintFn == nil {
+			t.Errorf("event %v has no hint", e.Event)
+		}
+	}
+}

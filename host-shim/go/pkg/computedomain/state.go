@@ -1,0 +1,37 @@
+package computedomain
+
+import (
+	"fmt"
+
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/cdplace/cdplace/host-shim/go/internal/cdplace"
+)
+
+const stateKey fwk.StateKey = Name
+
+// state is what PreFilter computed for one pod in one cycle.
+type state struct {
+	// decision is never mutated after it is stored; AddPod/RemovePod replace it.
+	decision *cdplace.Decision
+	// overlay lists preemption's hypothetical changes applied to produce decision.
+	overlay []cdplace.Overlay
+}
+
+// Clone implements fwk.StateData. Sharing decision is safe because it is immutable; the overlay
+// is copied because AddPod/RemovePod on the clone extend it.
+func (s *state) Clone() fwk.StateData {
+	return &state{decision: s.decision, overlay: append([]cdplace.Overlay(nil), s.overlay...)}
+}
+
+func getState(cs fwk.CycleState) (*state, error) {
+	d, err := cs.Read(stateKey)
+	if err != nil {
+		return nil, fmt.Errorf("reading %q from cycle state: %w", stateKey, err)
+	}
+	s, ok := d.(*state)
+	if !ok {
+		return nil, fmt.Errorf("%+v convert to computedomain.state error", d)
+	}
+	return s, nil
+}

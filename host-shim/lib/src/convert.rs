@@ -1,0 +1,118 @@
+//! Maps `cdplace-policy` types to and from the types `bindgen!` generates.
+
+use cdplace_policy as p;
+
+use crate::Error;
+use crate::bindings::{OverlayOp, PolicyError, wfacts as f, wverdicts as v};
+
+pub(crate) fn policy_error(e: PolicyError) -> Error {
+    match e {
+        PolicyError::InvalidArgs(m) => Error::InvalidArgs(m),
+        PolicyError::InvalidInput(m) => Error::InvalidInput(m),
+    }
+}
+
+fn demand(g: p::GpuDemand) -> f::GpuDemand {
+    f::GpuDemand { count: g.count, all: g.all }
+}
+
+pub(crate) fn delta(d: &p::Delta) -> f::Delta {
+    match d {
+        p::Delta::Strings(s) => f::Delta::Strings(s.clone()),
+        p::Delta::UpsertNode(n) => f::Delta::UpsertNode(f::NodeFact {
+            name: n.name,
+            clique_label: n.clique_label,
+            unschedulable: n.unschedulable,
+            gpus: n.gpus,
+            domain_label: n.domain_label,
+        }),
+        p::Delta::RemoveNode(n) => f::Delta::RemoveNode(*n),
+        p::Delta::UpsertPod(pod) => f::Delta::UpsertPod(f::PodFact {
+            key: pod.key,
+            namespace: pod.namespace,
+            placement: match pod.placement {
+                p::Placement::Pending => f::Placement::Pending,
+                p::Placement::Nominated => f::Placement::Nominated,
+                p::Placement::Assumed => f::Placement::Assumed,
+                p::Placement::Bound => f::Placement::Bound,
+            },
+            node: pod.node,
+            claims: pod
+                .claims
+                .iter()
+                .map(|c| f::ClaimRef { name: c.name, template: c.template, claim: c.claim, generated: c.generated })
+                .collect(),
+            gpus: pod.gpus,
+            size_hint: pod.size_hint,
+            pod_group: pod.pod_group,
+            owner: pod.owner,
+            created_ms: pod.created_ms,
+            priority: pod.priority,
+        }),
+        p::Delta::RemovePod(k) => f::Delta::RemovePod(*k),
+        p::Delta::UpsertClaim(c) => f::Delta::UpsertClaim(f::ClaimFact {
+            namespace: c.namespace,
+            name: c.name,
+            domain: c.domain,
+            daemon: c.daemon,
+            gpus: demand(c.gpus),
+            allocated_gpus: c.allocated_gpus,
+        }),
+        p::Delta::RemoveClaim(ns, n) => f::Delta::RemoveClaim((*ns, *n)),
+        p::Delta::UpsertTemplate(t) => f::Delta::UpsertTemplate(f::TemplateFact {
+            namespace: t.namespace,
+            name: t.name,
+            domain: t.domain,
+            daemon: t.daemon,
+            gpus: demand(t.gpus),
+        }),
+        p::Delta::RemoveTemplate(ns, n) => f::Delta::RemoveTemplate((*ns, *n)),
+        p::Delta::UpsertDomain(d) => f::Delta::UpsertDomain(f::DomainFact {
+            uid: d.uid,
+            namespace: d.namespace,
+            name: d.name,
+            size_hint: d.size_hint,
+            num_nodes: d.num_nodes,
+        }),
+        p::Delta::RemoveDomain(u) => f::Delta::RemoveDomain(*u),
+        p::Delta::UpsertOwner(o) => {
+            f::Delta::UpsertOwner(f::OwnerFact { key: o.key, size: o.size, source: o.source, priority: o.priority })
+        }
+        p::Delta::RemoveOwner(k) => f::Delta::RemoveOwner(*k),
+        p::Delta::Reset => f::Delta::Reset,
+    }
+}
+
+pub(crate) fn overlay(o: &p::OverlayOp) -> OverlayOp {
+    match *o {
+        p::OverlayOp::RemovePod(k) => OverlayOp::RemovePod(k),
+        p::OverlayOp::AddPod(k, n) => OverlayOp::AddPod((k, n)),
+    }
+}
+
+fn verdict(x: v::Verdict) -> p::Verdict {
+    let code = match x.code {
+        v::Code::Success => p::Code::Success,
+        v::Code::Skip => p::Code::Skip,
+        v::Code::Unschedulable => p::Code::Unschedulable,
+        v::Code::UnschedulableAndUnresolvable => p::Code::UnschedulableAndUnresolvable,
+        v::Code::Error => p::Code::Error,
+    };
+    p::Verdict { code, reason: x.reason }
+}
+
+pub(crate) fn result(r: v::PreFilterResult) -> p::PreFilterResult {
+    p::PreFilterResult {
+        status: verdict(r.status),
+        domain: r.domain,
+        reasons: r.reasons,
+        exclusive: r.exclusive,
+        cliques: r
+            .cliques
+            .into_iter()
+            .map(|c| p::CliqueVerdict { clique: c.clique, verdict: verdict(c.verdict), score: c.score })
+            .collect(),
+        other: verdict(r.other),
+        nodes: r.nodes.into_iter().map(|n| p::NodeVerdict { node: n.node, verdict: verdict(n.verdict) }).collect(),
+    }
+}

@@ -1,0 +1,106 @@
+//! The host fails closed: a guest that traps, loops or exhausts memory gives an error result,
+//! the broken instance is discarded, and the host keeps serving. Also: parallel callers with
+//! updates in flight, and a guest with no imports.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cdplace_host::{Backend, Cluster, Code, Error, Limits};
+use cdplace_testkit::builders::*;
+
+fn faulty_cluster(fault: &str, limits: Limits) -> Cluster {
+    let c = Cluster::new(Backend::Wasm(faulty_runtime(limits)), &format!("\"{fault}\"")).expect("cluster");
+    for ns in ["fault", "ok"] {
+        assert!(c.apply(&pod(ns, "p", None, 0)).unwrap());
+    }
+    c
+}
+
+#[test]
+fn a_trapping_guest_gives_an_error_and_the_host_keeps_serving() {
+    let c = faulty_cluster("trap", Limits::default());
+    for _ in 0..3 {
+        let e = c.pre_filter("fault", "p", &[]).unwrap_err();
+        assert!(matches!(e, Error::Trap(_)), "{e:?}");
+        assert_eq!(e.to_string(), "policy guest trapped: unreachable executed (the guest panicked)");
+        assert!(e.is_guest_failure());
+        // A fresh instance serves the next pod.
+        assert_eq!(c.pre_filter("ok", "p", &[]).unwrap().status.code, Code::Skip);
+    }
+}
+
+#[test]
+fn a_looping_guest_is_interrupted_at_its_deadline() {
+    let limits = Limits { deadline: Duration::from_millis(50), ..Limits::default() };
+    let c = faulty_cluster("loop", limits);
+    let start = Instant::now();
+    let e = c.pre_filter("fault", "p", &[]).unwrap_err();
+    assert!(matches!(e, Error::Timeout(d) if d == Duration::from_millis(50)), "{e:?}");
+    assert_eq!(e.to_string(), "policy guest exceeded its deadline of 50ms");
+    // Generous bound: the point is that it ends, not how fast.
+    assert!(start.elapsed() < Duration::from_secs(10), "took {:?}", start.elapsed());
+    assert_eq!(c.pre_filter("ok", "p", &[]).unwrap().status.code, Code::Skip);
+}
+
+#[test]
+fn a_guest_that_exhausts_memory_is_stopped_at_the_limit() {
+    let limits = Limits { memory_bytes: 16 << 20, ..Limits::default() };
+    let c = faulty_cluster("oom", limits);
+    let e = c.pre_filter("fault", "p", &[]).unwrap_err();
+    assert!(matches!(e, Error::OutOfMemory(n) if n == 16 << 20), "{e:?}");
+    assert_eq!(e.to_string(), format!("policy guest exceeded its memory limit of {} bytes", 16 << 20));
+    assert_eq!(c.pre_filter("ok", "p", &[]).unwrap().status.code, Code::Skip);
+}
+
+#[test]
+fn a_component_that_is_not_a_policy_fails_to_load_with_an_error() {
+    let e = cdplace_host::Runtime::new(b"not wasm at all", Limits::default()).unwrap_err();
+    assert!(e.to_string().starts_with("loading the policy component failed: "), "{e}");
+}
+
+/// Many threads deciding while another keeps binding and deleting pods: every decision agrees
+/// with the native policy evaluated on the same final state, and nothing panics.
+#[test]
+fn parallel_callers_each_get_an_instance_and_see_updates() {
+    let mut objs = rack("a", 1, 18);
+    objs.extend(rack("b", 2, 18));
+    objs.extend(domain("ns", "cd", "uid-cd"));
+    for i in 0..8 {
+        objs.push(cd_pod("ns", "cd", &format!("p{i}")));
+    }
+    let wasm = Arc::new(Cluster::new(Backend::Wasm(runtime()), "").unwrap());
+    for o in &objs {
+        wasm.apply(o).unwrap();
+    }
+    let writer = {
+        let wasm = wasm.clone();
+        std::thread::spawn(move || {
+            for round in 0..50 {
+                let name = format!("noise-{round}");
+                let node = format!("b-{:02}", round % 18);
+                wasm.apply(&bound(pod("other", &name, None, 4), &node)).unwrap();
+                wasm.delete(cdplace_host::Kind::Pod, "other", &name);
+            }
+        })
+    };
+    let readers: Vec<_> = (0..4)
+        .map(|t| {
+            let wasm = wasm.clone();
+            std::thread::spawn(move || {
+                for i in 0..50 {
+                    let d = wasm.pre_filter("ns", &format!("p{}", (t + i) % 8), &[]).unwrap();
+                    assert_eq!(d.status.code, Code::Success, "{}", d.status.reason);
+                }
+            })
+        })
+        .collect();
+    writer.join().unwrap();
+    for r in readers {
+        r.join().unwrap();
+    }
+    let native = Cluster::new(Backend::Native, "").unwrap();
+    for o in &objs {
+        native.apply(o).unwrap();
+    }
+    assert_eq!(wasm.pre_filter("ns", "p0", &[]).unwrap(), native.pre_filter("ns", "p0", &[]).unwrap());
+}

@@ -1,0 +1,229 @@
+//! Builders for Kubernetes objects shaped as the API server and the NVIDIA DRA driver write
+//! them, and a runner that evaluates the same cluster with the native policy and the wasm
+//! component and insists they agree.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use cdplace_host::{Backend, Cluster, Decision, Limits, Runtime};
+use serde_json::{Value, json};
+
+pub const CLIQUE_LABEL: &str = "nvidia.com/gpu.clique";
+pub const CLUSTER: &str = "0f8e7d6c-5b4a-4321-9876-abcdef012345";
+
+/// `<cluster UUID>.<clique id>`.
+pub fn clique(id: u32) -> String {
+    format!("{CLUSTER}.{id}")
+}
+
+fn wasm_path(name: &str) -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/wasm32-wasip2/guest").join(name);
+    assert!(p.exists(), "{} is missing: run `make guest` first", p.display());
+    p
+}
+
+/// The policy component, compiled once per test binary.
+pub fn runtime() -> Arc<Runtime> {
+    static RT: OnceLock<Arc<Runtime>> = OnceLock::new();
+    RT.get_or_init(|| Runtime::from_file(&wasm_path("cdplace_guest.wasm"), Limits::default()).expect("load guest"))
+        .clone()
+}
+
+/// The test-only component that traps, loops or exhausts memory.
+pub fn faulty_runtime(limits: Limits) -> Arc<Runtime> {
+    Runtime::from_file(&wasm_path("cdplace_faulty_guest.wasm"), limits).expect("load faulty guest")
+}
+
+pub fn node(name: &str, clique: Option<&str>, gpus: u32) -> Value {
+    let mut labels = serde_json::Map::new();
+    if let Some(c) = clique {
+        labels.insert(CLIQUE_LABEL.into(), json!(c));
+    }
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {},
+        "status": {"allocatable": {"cpu": "72", "memory": "480Gi", "nvidia.com/gpu": gpus.to_string()}}
+    })
+}
+
+/// Sets a label on an object.
+pub fn label(mut obj: Value, key: &str, value: &str) -> Value {
+    obj["metadata"]["labels"][key] = json!(value);
+    obj
+}
+
+pub fn annotate(mut obj: Value, key: &str, value: &str) -> Value {
+    obj["metadata"]["annotations"][key] = json!(value);
+    obj
+}
+
+pub fn cordon(mut n: Value) -> Value {
+    n["spec"]["unschedulable"] = json!(true);
+    n
+}
+
+/// A ComputeDomain; its workload template is `<name>-channel`.
+pub fn compute_domain(ns: &str, name: &str, uid: &str) -> Value {
+    json!({
+        "apiVersion": "resource.nvidia.com/v1beta1", "kind": "ComputeDomain",
+        "metadata": {"name": name, "namespace": ns, "uid": uid},
+        "spec": {"numNodes": 0, "channel": {"resourceClaimTemplate": {"name": format!("{name}-channel")}, "allocationMode": "Single"}}
+    })
+}
+
+fn channel_spec(uid: &str) -> Value {
+    json!({
+        "devices": {
+            "requests": [{"name": "channel", "exactly": {"deviceClassName": "compute-domain-default-channel.nvidia.com"}}],
+            "config": [{"requests": ["channel"], "opaque": {"driver": "compute-domain.nvidia.com", "parameters": {
+                "apiVersion": "resource.nvidia.com/v1beta1", "kind": "ComputeDomainChannelConfig",
+                "domainID": uid, "allocationMode": "Single"}}}]
+        }
+    })
+}
+
+/// The workload ResourceClaimTemplate the NVIDIA controller creates for a ComputeDomain.
+pub fn channel_template(ns: &str, cd_name: &str, uid: &str) -> Value {
+    json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": format!("{cd_name}-channel"), "namespace": ns, "labels": {
+            "resource.nvidia.com/computeDomain": uid,
+            "resource.nvidia.com/computeDomainTarget": "Workload"}},
+        "spec": {"spec": channel_spec(uid)}
+    })
+}
+
+/// A ResourceClaim with a ComputeDomain channel config (generated or shared).
+pub fn channel_claim(ns: &str, name: &str, uid: &str) -> Value {
+    json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": channel_spec(uid)
+    })
+}
+
+/// A ResourceClaimTemplate for GPUs through DRA.
+pub fn gpu_template(ns: &str, name: &str, exactly: Value) -> Value {
+    json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpus", "exactly": exactly}]}}}
+    })
+}
+
+/// A ResourceSlice of the GPU driver with `gpus` GPU devices on a node.
+pub fn gpu_slice(node: &str, gpus: u32) -> Value {
+    let devices: Vec<Value> = (0..gpus)
+        .map(|i| json!({"name": format!("gpu-{i}"), "attributes": {"type": {"string": "gpu"}, "productName": {"string": "NVIDIA GB200"}}}))
+        .collect();
+    json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": format!("{node}-gpu.nvidia.com")},
+        "spec": {"driver": "gpu.nvidia.com", "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": devices}
+    })
+}
+
+/// A pod asking `gpus` GPUs through the extended resource and, when `template` is given, a
+/// claim from that template.
+pub fn pod(ns: &str, name: &str, template: Option<&str>, gpus: u32) -> Value {
+    let claims: Vec<Value> =
+        template.iter().map(|t| json!({"name": "channel", "resourceClaimTemplateName": t})).collect();
+    let mut resources = json!({});
+    if gpus > 0 {
+        resources =
+            json!({"limits": {"nvidia.com/gpu": gpus.to_string()}, "requests": {"nvidia.com/gpu": gpus.to_string()}});
+    }
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "uid": format!("uid-{ns}-{name}")},
+        "spec": {
+            "schedulerName": "computedomain-scheduler",
+            "containers": [{"name": "main", "image": "nvcr.io/nvidia/pytorch:25.01-py3", "resources": resources,
+                "command": ["sleep", "infinity"]}],
+            "resourceClaims": claims
+        },
+        "status": {"phase": "Pending"}
+    })
+}
+
+/// A pod of ComputeDomain `cd` (its template `<cd>-channel`) taking a whole 4-GPU tray.
+pub fn cd_pod(ns: &str, cd: &str, name: &str) -> Value {
+    pod(ns, name, Some(&format!("{cd}-channel")), 4)
+}
+
+pub fn bound(mut p: Value, node: &str) -> Value {
+    p["spec"]["nodeName"] = json!(node);
+    p["status"]["phase"] = json!("Running");
+    p
+}
+
+pub fn nominated(mut p: Value, node: &str) -> Value {
+    p["status"]["nominatedNodeName"] = json!(node);
+    p
+}
+
+/// 18 trays of 4 GPUs named `<prefix>-<i>` in clique `id`.
+pub fn rack(prefix: &str, id: u32, trays: u32) -> Vec<Value> {
+    (0..trays).map(|i| node(&format!("{prefix}-{i:02}"), Some(&clique(id)), 4)).collect()
+}
+
+/// A ComputeDomain with its template.
+pub fn domain(ns: &str, name: &str, uid: &str) -> Vec<Value> {
+    vec![compute_domain(ns, name, uid), channel_template(ns, name, uid)]
+}
+
+/// The same cluster evaluated natively and through the component.
+#[allow(missing_debug_implementations)]
+pub struct Twin {
+    pub native: Cluster,
+    pub wasm: Cluster,
+}
+
+impl Twin {
+    pub fn new(objects: &[Value]) -> Self {
+        Self::with_args("", objects)
+    }
+
+    pub fn with_args(args: &str, objects: &[Value]) -> Self {
+        let t = Twin {
+            native: Cluster::new(Backend::Native, args).expect("native cluster"),
+            wasm: Cluster::new(Backend::Wasm(runtime()), args).expect("wasm cluster"),
+        };
+        t.apply(objects);
+        t
+    }
+
+    pub fn apply(&self, objects: &[Value]) {
+        for o in objects {
+            assert!(self.native.apply(o).expect("native apply"), "kind not read: {o}");
+            assert!(self.wasm.apply(o).expect("wasm apply"), "kind not read: {o}");
+        }
+    }
+
+    pub fn both(&self, f: impl Fn(&Cluster)) {
+        f(&self.native);
+        f(&self.wasm);
+    }
+
+    /// PreFilter for `ns/name` on both builds; they must agree exactly.
+    pub fn decide(&self, ns: &str, name: &str) -> Decision {
+        let n = self.native.pre_filter(ns, name, &[]).expect("native pre_filter");
+        let w = self.wasm.pre_filter(ns, name, &[]).expect("wasm pre_filter");
+        assert_eq!(n, w, "native and wasm policies disagree for {ns}/{name}");
+        n
+    }
+
+    pub fn decide_with(&self, ns: &str, name: &str, overlay: &[cdplace_host::Overlay]) -> Decision {
+        let n = self.native.pre_filter(ns, name, overlay).expect("native pre_filter");
+        let w = self.wasm.pre_filter(ns, name, overlay).expect("wasm pre_filter");
+        assert_eq!(n, w, "native and wasm policies disagree for {ns}/{name} with {overlay:?}");
+        n
+    }
+}
+
+/// Filter's code and reason plus Score for one node, as the plugin would read them.
+pub fn verdict<'a>(d: &'a Decision, node: &str, clique: Option<&str>) -> (cdplace_host::Code, &'a str, Option<u32>) {
+    let (s, score) = d.node(node, clique);
+    (s.code, s.reason.as_str(), score)
+}
