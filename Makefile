@@ -16,12 +16,24 @@ LINK_LIBS := -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 E2E_BIN := target/e2e/bin
 E2E_BINARIES := $(E2E_BIN)/etcd $(E2E_BIN)/kube-apiserver $(E2E_BIN)/kube-controller-manager $(E2E_BIN)/cdplace-demo
 
-.PHONY: all guest build scheduler test test-rust test-c test-go test-e2e lint lint-go lint-e2e e2e-binaries bench bench-smoke bench-framework bench-throughput bench-placement bench-e2e-smoke demo explain-demo clean
+.PHONY: all toolchain guest build scheduler test test-rust test-c test-go test-e2e lint lint-go lint-e2e e2e-binaries bench bench-smoke bench-framework bench-throughput bench-placement bench-e2e-smoke demo explain-demo clean
 
 all: build scheduler
 
+## toolchain: the wasm target and lint components rust-toolchain.toml names. rustup installs a
+## pinned toolchain's targets only when it installs the toolchain itself, so a machine that already
+## had 1.95 lacks wasm32-wasip2; this adds what is missing (a no-op when present).
+toolchain:
+	@command -v rustup >/dev/null || { echo "rustup is required (https://rustup.rs)"; exit 1; }
+	@tc=$$(sed -n 's/^channel = "\(.*\)"/\1/p' rust-toolchain.toml); \
+	rustup run "$$tc" rustc --version >/dev/null 2>&1 || rustup toolchain install "$$tc" --profile minimal; \
+	rustup target list --toolchain "$$tc" --installed 2>/dev/null | grep -qx wasm32-wasip2 || \
+		rustup target add --toolchain "$$tc" wasm32-wasip2; \
+	rustup component list --toolchain "$$tc" --installed 2>/dev/null | grep -q '^clippy' || \
+		rustup component add --toolchain "$$tc" rustfmt clippy
+
 ## guest: the policy component (and the test-only faulty component), wasm32-wasip2
-guest:
+guest: toolchain
 	$(CARGO) build -p cdplace-guest -p cdplace-faulty-guest --target wasm32-wasip2 --profile guest
 
 ## build: the guest, the `cdplace` CLI and libcdplace_host.a, the guest copied beside the CLI
