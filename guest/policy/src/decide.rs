@@ -8,8 +8,10 @@ use alloc::vec::Vec;
 
 use crate::args::{ImexMode, WholeTray};
 use crate::facts::{OverlayOp, Placement, PodFact, StrId};
+use crate::member::Member;
+use crate::nodes::Clique;
 use crate::verdict::{CliqueVerdict, Code, NodeVerdict, PreFilterResult, Verdict};
-use crate::view::{Clique, Member, View};
+use crate::view::View;
 
 /// Collects reason texts, each once. Per-node reasons are shared by every node with the same
 /// cause (kind and subject), so one call formats a handful of texts, not one per node; this also
@@ -380,7 +382,7 @@ impl View {
         }
     }
 
-    fn node_verdict(&self, s: &crate::view::NodeSummary, ask: Ask, cd: &str, r: &mut Reasons) -> Option<Verdict> {
+    fn node_verdict(&self, s: &crate::nodes::NodeSummary, ask: Ask, cd: &str, r: &mut Reasons) -> Option<Verdict> {
         if !s.usable {
             return Some(r.cause(Cause::Cordoned, 0, Code::UnschedulableAndUnresolvable, || {
                 String::from("node is cordoned (spec.unschedulable)")

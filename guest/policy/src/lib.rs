@@ -17,6 +17,7 @@
 //! 8. host-managed IMEX relaxes rule 2.
 //!
 //! Modules: [`args`] (plugin arguments), [`facts`] (input), [`view`] (incremental aggregates),
+//! `nodes` (per-node summaries, per-clique aggregates), `member` (ComputeDomain membership),
 //! `decide` (PreFilter), [`verdict`] (output), [`error`].
 #![no_std]
 
@@ -26,6 +27,8 @@ pub mod args;
 mod decide;
 pub mod error;
 pub mod facts;
+mod member;
+mod nodes;
 pub mod verdict;
 pub mod view;
 

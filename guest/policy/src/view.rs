@@ -3,7 +3,7 @@
 //! Raw facts come in as [`Delta`]s. Everything the decisions need is kept aggregated per clique
 //! and per ComputeDomain, so deciding for one pod costs time in the number of cliques, not nodes.
 //! Each node and each pod remembers what it last contributed to those aggregates
-//! ([`NodeSummary`], [`PodContrib`]); a change subtracts the old contribution and adds the new
+//! (`NodeSummary`, `PodContrib`); a change subtracts the old contribution and adds the new
 //! one, which keeps the bookkeeping exact however facts arrive.
 
 use alloc::collections::{BTreeMap, BTreeSet};
@@ -11,51 +11,14 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use crate::args::{Args, ImexMode};
+use crate::args::Args;
 use crate::facts::*;
+use crate::member::Member;
+use crate::nodes::{Clique, NodeEntry};
 use crate::{Error, Result};
 
 /// A claim or template key: `(namespace, name)`.
 pub(crate) type ObjKey = (StrId, StrId);
-
-/// What a clique label value says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum LabelKind {
-    /// `<clusterUUID>.<cliqueID>` with both parts present.
-    Clique,
-    /// The label is absent or its clique ID is empty: a node without NVLink fabric.
-    NoFabric,
-    /// Anything else.
-    Malformed,
-}
-
-pub(crate) fn label_kind(v: &str) -> LabelKind {
-    if v.is_empty() {
-        return LabelKind::NoFabric;
-    }
-    match v.rsplit_once('.') {
-        Some((_, "")) => LabelKind::NoFabric,
-        Some((cluster, id))
-            if !cluster.is_empty()
-                && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-                && cluster.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.') =>
-        {
-            LabelKind::Clique
-        }
-        _ => LabelKind::Malformed,
-    }
-}
-
-/// A pod's resolved ComputeDomain membership.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Member {
-    pub domain: StrId,
-    /// The pod is an IMEX daemon, not a workload pod.
-    pub daemon: bool,
-    /// Where the membership came from (for reasons): `(namespace, name)` of a claim or template.
-    pub via: ObjKey,
-    pub via_template: bool,
-}
 
 #[derive(Debug, Clone)]
 pub(crate) struct PodEntry {
@@ -80,63 +43,6 @@ struct PodContrib {
     size_hint: Option<u32>,
     /// Owner keys whose size counts for the domain: the PodGroup, else the controller.
     owner: Option<StrId>,
-}
-
-#[derive(Debug, Clone, Default)]
-pub(crate) struct NodeEntry {
-    pub fact: Option<NodeFact>,
-    /// Keys of pods nominated, assumed or bound here.
-    pub pods: BTreeSet<StrId>,
-    pub summary: NodeSummary,
-}
-
-/// What one node adds to its clique's aggregate.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct NodeSummary {
-    /// The node's clique, when its label is a valid clique.
-    pub clique: Option<StrId>,
-    /// In a clique and not cordoned.
-    pub usable: bool,
-    pub gpus: u32,
-    /// No GPU in use by any pod.
-    pub gpu_idle: bool,
-    /// ComputeDomains holding the node: its label and every pod of a domain placed here.
-    pub holders: Vec<StrId>,
-    /// ComputeDomains with a workload pod here.
-    pub workload: Vec<StrId>,
-    /// ComputeDomains with any pod (workload or IMEX daemon) here; the rest of `holders` hold
-    /// the node only through its label.
-    pub pod_holders: Vec<StrId>,
-    /// The label is malformed.
-    pub malformed: bool,
-}
-
-impl NodeSummary {
-    /// Free for any ComputeDomain under driver-managed IMEX.
-    pub fn free(&self) -> bool {
-        self.usable && self.gpu_idle && self.holders.is_empty()
-    }
-}
-
-/// Per-clique aggregates.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Clique {
-    pub nodes: BTreeSet<StrId>,
-    pub usable: u32,
-    /// Usable trays by GPU count.
-    pub sizes: BTreeMap<u32, u32>,
-    /// Free trays (usable, no GPU in use, no holder) by GPU count.
-    pub free: BTreeMap<u32, u32>,
-    /// Trays with no GPU in use by GPU count (capacity under host-managed IMEX).
-    pub idle: BTreeMap<u32, u32>,
-    /// Idle trays held by exactly one domain that has no workload pod there: `(domain, gpus)`.
-    pub held_idle: BTreeMap<(StrId, u32), u32>,
-    /// Idle trays with a workload pod of a domain: `(domain, gpus)`.
-    pub idle_with_workload: BTreeMap<(StrId, u32), u32>,
-    /// Nodes that are not free, with their summary, so per-node verdicts need no lookups.
-    pub busy: BTreeMap<StrId, NodeSummary>,
-    /// Trays promised to domains that started here and are still placing pods.
-    pub promised: u32,
 }
 
 /// Per-ComputeDomain aggregates.
@@ -189,7 +95,7 @@ pub struct View {
     pub(crate) malformed: BTreeSet<StrId>,
 }
 
-fn bump<K: Ord>(m: &mut BTreeMap<K, u32>, k: K, add: bool) {
+pub(crate) fn bump<K: Ord>(m: &mut BTreeMap<K, u32>, k: K, add: bool) {
     if add {
         *m.entry(k).or_default() += 1;
     } else if let Some(v) = m.get_mut(&k) {
@@ -402,94 +308,6 @@ impl View {
         self.refresh_pod_contrib(key);
     }
 
-    /// Works out a pod's ComputeDomain and GPU use from its claims.
-    #[allow(clippy::type_complexity)]
-    fn resolve(
-        &self,
-        pod: &PodFact,
-    ) -> (core::result::Result<Option<Member>, String>, GpuDemand, Vec<ObjKey>, Vec<ObjKey>) {
-        let ns = pod.namespace;
-        let mut claim_refs = Vec::new();
-        let mut template_refs = Vec::new();
-        let mut gpus = GpuDemand { count: pod.gpus, all: false };
-        let mut member: Option<Member> = None;
-        let mut error: Option<String> = None;
-        for r in &pod.claims {
-            let found = if let Some(name) = r.generated.or(r.claim) {
-                claim_refs.push((ns, name));
-                match self.claims.get(&(ns, name)) {
-                    Some(c) => Some((
-                        c.domain,
-                        c.daemon,
-                        c.allocated_gpus.map_or(c.gpus, |n| GpuDemand { count: n, all: false }),
-                        (ns, name),
-                        false,
-                    )),
-                    None if r.claim.is_some() && r.generated.is_none() => {
-                        error.get_or_insert_with(|| {
-                            format!(
-                                "pod {} uses ResourceClaim {}/{}, which does not exist",
-                                self.str(pod.key),
-                                self.str(ns),
-                                self.str(name)
-                            )
-                        });
-                        None
-                    }
-                    // A generated claim not seen yet: fall back to its template.
-                    None => None,
-                }
-            } else {
-                None
-            };
-            let found = match (found, r.template) {
-                (Some(f), _) => Some(f),
-                (None, Some(t)) => {
-                    template_refs.push((ns, t));
-                    match self.templates.get(&(ns, t)) {
-                        Some(t) => Some((t.domain, t.daemon, t.gpus, (ns, t.name), true)),
-                        None => {
-                            error.get_or_insert_with(|| {
-                                format!(
-                                    "pod {} claim {:?} uses ResourceClaimTemplate {}/{}, which does not exist",
-                                    self.str(pod.key),
-                                    self.str(r.name),
-                                    self.str(ns),
-                                    self.str(t)
-                                )
-                            });
-                            None
-                        }
-                    }
-                }
-                (None, None) => None,
-            };
-            let Some((domain, daemon, demand, via, via_template)) = found else { continue };
-            gpus.add(demand);
-            if let Some(domain) = domain {
-                match member {
-                    Some(m) if m.domain != domain => {
-                        error.get_or_insert_with(|| {
-                            format!(
-                                "pod {} has channels of two ComputeDomains ({} and {}); a pod belongs to at most one",
-                                self.str(pod.key),
-                                self.str(m.domain),
-                                self.str(domain)
-                            )
-                        });
-                    }
-                    Some(_) => {}
-                    None => member = Some(Member { domain, daemon, via, via_template }),
-                }
-            }
-        }
-        let member = match error {
-            Some(e) => Err(e),
-            None => Ok(member),
-        };
-        (member, gpus, claim_refs, template_refs)
-    }
-
     fn pod_contrib(&self, e: &PodEntry) -> PodContrib {
         let Ok(Some(m)) = e.member else { return PodContrib::default() };
         if m.daemon {
@@ -524,7 +342,7 @@ impl View {
         }
     }
 
-    fn refresh_pod_contrib(&mut self, key: StrId) {
+    pub(crate) fn refresh_pod_contrib(&mut self, key: StrId) {
         let Some(e) = self.pods.get(&key) else { return };
         let new = self.pod_contrib(e);
         if new == e.contrib {
@@ -588,144 +406,6 @@ impl View {
         if agg.pods == 0 && agg.placed.is_empty() && agg.pod_hints.is_empty() && agg.owners.is_empty() && new.is_none()
         {
             self.domains.remove(&uid);
-        }
-    }
-
-    fn summarize(&self, e: &NodeEntry) -> NodeSummary {
-        let Some(fact) = &e.fact else {
-            return NodeSummary { gpu_idle: true, ..Default::default() };
-        };
-        let (clique, malformed) = match fact.clique_label {
-            Some(l) => match label_kind(self.str(l)) {
-                LabelKind::Clique => (Some(l), false),
-                LabelKind::NoFabric => (None, false),
-                LabelKind::Malformed => (None, true),
-            },
-            None => (None, false),
-        };
-        let mut holders = Vec::new();
-        let mut workload = Vec::new();
-        let mut pod_holders = Vec::new();
-        if let Some(l) = fact.domain_label
-            && !self.str(l).is_empty()
-        {
-            holders.push(l);
-        }
-        let mut used = GpuDemand::default();
-        for key in &e.pods {
-            let Some(p) = self.pods.get(key) else { continue };
-            used.add(p.gpu_use);
-            if let Ok(Some(m)) = p.member {
-                holders.push(m.domain);
-                pod_holders.push(m.domain);
-                if !m.daemon {
-                    workload.push(m.domain);
-                }
-            }
-        }
-        holders.sort_unstable();
-        holders.dedup();
-        workload.sort_unstable();
-        workload.dedup();
-        pod_holders.sort_unstable();
-        pod_holders.dedup();
-        NodeSummary {
-            clique,
-            usable: clique.is_some() && !fact.unschedulable,
-            gpus: fact.gpus,
-            gpu_idle: used.count == 0 && !used.all,
-            holders,
-            workload,
-            pod_holders,
-            malformed,
-        }
-    }
-
-    fn add_node_summary(&mut self, name: StrId, s: &NodeSummary, add: bool) {
-        if s.malformed {
-            if add {
-                self.malformed.insert(name);
-            } else {
-                self.malformed.remove(&name);
-            }
-        }
-        let Some(c) = s.clique else { return };
-        if s.usable {
-            bump(&mut self.tray_sizes, s.gpus, add);
-        }
-        let cl = self.cliques.entry(c).or_default();
-        if add {
-            cl.nodes.insert(name);
-        } else {
-            cl.nodes.remove(&name);
-        }
-        if s.usable {
-            if add {
-                cl.usable += 1;
-            } else {
-                cl.usable -= 1;
-            }
-            bump(&mut cl.sizes, s.gpus, add);
-        }
-        if s.free() {
-            bump(&mut cl.free, s.gpus, add);
-        } else if add {
-            cl.busy.insert(name, s.clone());
-        } else {
-            cl.busy.remove(&name);
-        }
-        if s.usable && s.gpu_idle {
-            bump(&mut cl.idle, s.gpus, add);
-            for &w in &s.workload {
-                bump(&mut cl.idle_with_workload, (w, s.gpus), add);
-            }
-            if let [h] = s.holders[..]
-                && !s.workload.contains(&h)
-            {
-                bump(&mut cl.held_idle, (h, s.gpus), add);
-            }
-        }
-        if cl.nodes.is_empty() && cl.promised == 0 {
-            self.cliques.remove(&c);
-        }
-    }
-
-    /// Recomputes a node's summary and moves its contribution.
-    fn refresh_node(&mut self, name: StrId) {
-        let Some(e) = self.nodes.get(&name) else { return };
-        let new = self.summarize(e);
-        if new == e.summary {
-            return;
-        }
-        let old = core::mem::replace(&mut self.nodes.get_mut(&name).expect("present").summary, new.clone());
-        self.add_node_summary(name, &old, false);
-        self.add_node_summary(name, &new, true);
-        let e = &self.nodes[&name];
-        if e.fact.is_none() && e.pods.is_empty() {
-            self.nodes.remove(&name);
-        } else if old.clique != new.clique {
-            // Placed pods now count for another clique.
-            let pods: Vec<StrId> = e.pods.iter().copied().collect();
-            for p in pods {
-                self.refresh_pod_contrib(p);
-            }
-        }
-    }
-
-    /// Trays of clique `c` a pod of `domain` could take now, counting only trays of `size` GPUs
-    /// when given.
-    pub(crate) fn available(&self, c: &Clique, domain: StrId, size: Option<u32>) -> u32 {
-        let sum = |m: &BTreeMap<u32, u32>| match size {
-            Some(s) => m.get(&s).copied().unwrap_or(0),
-            None => m.values().sum(),
-        };
-        let sum_for = |m: &BTreeMap<(StrId, u32), u32>| match size {
-            Some(s) => m.get(&(domain, s)).copied().unwrap_or(0),
-            None => m.range((domain, 0)..=(domain, u32::MAX)).map(|(_, v)| *v).sum(),
-        };
-        match self.args.imex_mode {
-            ImexMode::DriverManaged => sum(&c.free) + sum_for(&c.held_idle),
-            ImexMode::HostManaged => sum(&c.idle) - sum_for(&c.idle_with_workload),
         }
     }
 

@@ -1,0 +1,235 @@
+//! Per-node summaries and the per-clique aggregates they add up to: which trays are usable,
+//! free, idle or held, by GPU count, so a decision reads a clique's capacity without visiting
+//! its nodes.
+
+use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::vec::Vec;
+
+use crate::args::ImexMode;
+use crate::facts::*;
+use crate::view::{View, bump};
+
+/// What a clique label value says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LabelKind {
+    /// `<clusterUUID>.<cliqueID>` with both parts present.
+    Clique,
+    /// The label is absent or its clique ID is empty: a node without NVLink fabric.
+    NoFabric,
+    /// Anything else.
+    Malformed,
+}
+
+pub(crate) fn label_kind(v: &str) -> LabelKind {
+    if v.is_empty() {
+        return LabelKind::NoFabric;
+    }
+    match v.rsplit_once('.') {
+        Some((_, "")) => LabelKind::NoFabric,
+        Some((cluster, id))
+            if !cluster.is_empty()
+                && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                && cluster.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.') =>
+        {
+            LabelKind::Clique
+        }
+        _ => LabelKind::Malformed,
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct NodeEntry {
+    pub fact: Option<NodeFact>,
+    /// Keys of pods nominated, assumed or bound here.
+    pub pods: BTreeSet<StrId>,
+    pub summary: NodeSummary,
+}
+
+/// What one node adds to its clique's aggregate.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct NodeSummary {
+    /// The node's clique, when its label is a valid clique.
+    pub clique: Option<StrId>,
+    /// In a clique and not cordoned.
+    pub usable: bool,
+    pub gpus: u32,
+    /// No GPU in use by any pod.
+    pub gpu_idle: bool,
+    /// ComputeDomains holding the node: its label and every pod of a domain placed here.
+    pub holders: Vec<StrId>,
+    /// ComputeDomains with a workload pod here.
+    pub workload: Vec<StrId>,
+    /// ComputeDomains with any pod (workload or IMEX daemon) here; the rest of `holders` hold
+    /// the node only through its label.
+    pub pod_holders: Vec<StrId>,
+    /// The label is malformed.
+    pub malformed: bool,
+}
+
+impl NodeSummary {
+    /// Free for any ComputeDomain under driver-managed IMEX.
+    pub fn free(&self) -> bool {
+        self.usable && self.gpu_idle && self.holders.is_empty()
+    }
+}
+
+/// Per-clique aggregates.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Clique {
+    pub nodes: BTreeSet<StrId>,
+    pub usable: u32,
+    /// Usable trays by GPU count.
+    pub sizes: BTreeMap<u32, u32>,
+    /// Free trays (usable, no GPU in use, no holder) by GPU count.
+    pub free: BTreeMap<u32, u32>,
+    /// Trays with no GPU in use by GPU count (capacity under host-managed IMEX).
+    pub idle: BTreeMap<u32, u32>,
+    /// Idle trays held by exactly one domain that has no workload pod there: `(domain, gpus)`.
+    pub held_idle: BTreeMap<(StrId, u32), u32>,
+    /// Idle trays with a workload pod of a domain: `(domain, gpus)`.
+    pub idle_with_workload: BTreeMap<(StrId, u32), u32>,
+    /// Nodes that are not free, with their summary, so per-node verdicts need no lookups.
+    pub busy: BTreeMap<StrId, NodeSummary>,
+    /// Trays promised to domains that started here and are still placing pods.
+    pub promised: u32,
+}
+
+impl View {
+    pub(crate) fn summarize(&self, e: &NodeEntry) -> NodeSummary {
+        let Some(fact) = &e.fact else {
+            return NodeSummary { gpu_idle: true, ..Default::default() };
+        };
+        let (clique, malformed) = match fact.clique_label {
+            Some(l) => match label_kind(self.str(l)) {
+                LabelKind::Clique => (Some(l), false),
+                LabelKind::NoFabric => (None, false),
+                LabelKind::Malformed => (None, true),
+            },
+            None => (None, false),
+        };
+        let mut holders = Vec::new();
+        let mut workload = Vec::new();
+        let mut pod_holders = Vec::new();
+        if let Some(l) = fact.domain_label
+            && !self.str(l).is_empty()
+        {
+            holders.push(l);
+        }
+        let mut used = GpuDemand::default();
+        for key in &e.pods {
+            let Some(p) = self.pods.get(key) else { continue };
+            used.add(p.gpu_use);
+            if let Ok(Some(m)) = p.member {
+                holders.push(m.domain);
+                pod_holders.push(m.domain);
+                if !m.daemon {
+                    workload.push(m.domain);
+                }
+            }
+        }
+        holders.sort_unstable();
+        holders.dedup();
+        workload.sort_unstable();
+        workload.dedup();
+        pod_holders.sort_unstable();
+        pod_holders.dedup();
+        NodeSummary {
+            clique,
+            usable: clique.is_some() && !fact.unschedulable,
+            gpus: fact.gpus,
+            gpu_idle: used.count == 0 && !used.all,
+            holders,
+            workload,
+            pod_holders,
+            malformed,
+        }
+    }
+
+    fn add_node_summary(&mut self, name: StrId, s: &NodeSummary, add: bool) {
+        if s.malformed {
+            if add {
+                self.malformed.insert(name);
+            } else {
+                self.malformed.remove(&name);
+            }
+        }
+        let Some(c) = s.clique else { return };
+        if s.usable {
+            bump(&mut self.tray_sizes, s.gpus, add);
+        }
+        let cl = self.cliques.entry(c).or_default();
+        if add {
+            cl.nodes.insert(name);
+        } else {
+            cl.nodes.remove(&name);
+        }
+        if s.usable {
+            if add {
+                cl.usable += 1;
+            } else {
+                cl.usable -= 1;
+            }
+            bump(&mut cl.sizes, s.gpus, add);
+        }
+        if s.free() {
+            bump(&mut cl.free, s.gpus, add);
+        } else if add {
+            cl.busy.insert(name, s.clone());
+        } else {
+            cl.busy.remove(&name);
+        }
+        if s.usable && s.gpu_idle {
+            bump(&mut cl.idle, s.gpus, add);
+            for &w in &s.workload {
+                bump(&mut cl.idle_with_workload, (w, s.gpus), add);
+            }
+            if let [h] = s.holders[..]
+                && !s.workload.contains(&h)
+            {
+                bump(&mut cl.held_idle, (h, s.gpus), add);
+            }
+        }
+        if cl.nodes.is_empty() && cl.promised == 0 {
+            self.cliques.remove(&c);
+        }
+    }
+
+    /// Recomputes a node's summary and moves its contribution.
+    pub(crate) fn refresh_node(&mut self, name: StrId) {
+        let Some(e) = self.nodes.get(&name) else { return };
+        let new = self.summarize(e);
+        if new == e.summary {
+            return;
+        }
+        let old = core::mem::replace(&mut self.nodes.get_mut(&name).expect("present").summary, new.clone());
+        self.add_node_summary(name, &old, false);
+        self.add_node_summary(name, &new, true);
+        let e = &self.nodes[&name];
+        if e.fact.is_none() && e.pods.is_empty() {
+            self.nodes.remove(&name);
+        } else if old.clique != new.clique {
+            // Placed pods now count for another clique.
+            let pods: Vec<StrId> = e.pods.iter().copied().collect();
+            for p in pods {
+                self.refresh_pod_contrib(p);
+            }
+        }
+    }
+
+    /// Trays of clique `c` a pod of `domain` could take now, counting only trays of `size` GPUs
+    /// when given.
+    pub(crate) fn available(&self, c: &Clique, domain: StrId, size: Option<u32>) -> u32 {
+        let sum = |m: &BTreeMap<u32, u32>| match size {
+            Some(s) => m.get(&s).copied().unwrap_or(0),
+            None => m.values().sum(),
+        };
+        let sum_for = |m: &BTreeMap<(StrId, u32), u32>| match size {
+            Some(s) => m.get(&(domain, s)).copied().unwrap_or(0),
+            None => m.range((domain, 0)..=(domain, u32::MAX)).map(|(_, v)| *v).sum(),
+        };
+        match self.args.imex_mode {
+            ImexMode::DriverManaged => sum(&c.free) + sum_for(&c.held_idle),
+            ImexMode::HostManaged => sum(&c.idle) - sum_for(&c.idle_with_workload),
+        }
+    }
+}
