@@ -66,6 +66,11 @@ pub struct Args {
     /// Most trays one clique may have; the driver's default IMEX domain limit is 18.
     #[serde(default = "default_max_trays")]
     pub max_trays_per_clique: u32,
+    /// A ComputeDomain with no declared size (no annotation, PodGroup, known owner or
+    /// `spec.numNodes`) starts only once none of its pods is younger than this many seconds;
+    /// 0 starts it with the pods seen at once.
+    #[serde(default = "default_size_settle")]
+    pub size_settle_seconds: u32,
 
     // Host fields: the host applies them, the policy validates them (one validator for the
     // whole schema, one place for the defaults).
@@ -80,6 +85,10 @@ pub struct Args {
     pub guest_memory_limit_mib: u32,
 }
 
+/// `sizeSettleSeconds` when unset.
+pub const DEFAULT_SIZE_SETTLE_SECONDS: u32 = 5;
+/// Largest `sizeSettleSeconds` accepted.
+pub const MAX_SIZE_SETTLE_SECONDS: u32 = 600;
 /// `guestCallTimeout` when unset.
 pub const DEFAULT_CALL_TIMEOUT_MS: u32 = 2_000;
 /// `guestMemoryLimitMiB` when unset.
@@ -102,6 +111,9 @@ fn default_size_annotation() -> String {
 }
 fn default_max_trays() -> u32 {
     18
+}
+fn default_size_settle() -> u32 {
+    DEFAULT_SIZE_SETTLE_SECONDS
 }
 fn default_call_timeout() -> String {
     format!("{}ms", DEFAULT_CALL_TIMEOUT_MS)
@@ -176,6 +188,13 @@ impl Args {
         check_dns_subdomain("computeDomainDriver", &self.compute_domain_driver)?;
         if self.max_trays_per_clique == 0 || self.max_trays_per_clique > 1024 {
             return Err(bad("maxTraysPerClique", &self.max_trays_per_clique.to_string(), "must be between 1 and 1024"));
+        }
+        if self.size_settle_seconds > MAX_SIZE_SETTLE_SECONDS {
+            return Err(bad(
+                "sizeSettleSeconds",
+                &self.size_settle_seconds.to_string(),
+                &format!("must be at most {MAX_SIZE_SETTLE_SECONDS} (0 disables the settle window)"),
+            ));
         }
         match parse_duration_ms(&self.guest_call_timeout) {
             None => return Err(bad("guestCallTimeout", &self.guest_call_timeout, "must be a duration such as 2s")),
@@ -274,6 +293,22 @@ mod tests {
         assert_eq!(a.whole_tray, WholeTray::Require);
         assert_eq!(a.clique_label, "nvidia.com/gpu.clique");
         assert_eq!(a.max_trays_per_clique, 18);
+        assert_eq!(a.size_settle_seconds, 5);
+    }
+
+    #[test]
+    fn size_settle_seconds() {
+        assert_eq!(Args::parse(r#"{"sizeSettleSeconds":0}"#).unwrap().size_settle_seconds, 0);
+        assert_eq!(Args::parse(r#"{"sizeSettleSeconds":600}"#).unwrap().size_settle_seconds, 600);
+        let e = Args::parse(r#"{"sizeSettleSeconds":601}"#).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid plugin args: sizeSettleSeconds: Invalid value: \"601\": must be at most 600 (0 disables the settle window)"
+        );
+        let e = Args::parse(r#"{"sizeSettleSeconds":"5s"}"#).unwrap_err();
+        assert!(e.to_string().contains("invalid type: string \"5s\", expected u32"), "{e}");
+        let e = Args::parse(r#"{"sizeSettleSecond":5}"#).unwrap_err();
+        assert!(e.to_string().contains("unknown field `sizeSettleSecond`"), "{e}");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use crate::args::{ImexMode, WholeTray};
 use crate::facts::{OverlayOp, Placement, PodFact, StrId};
 use crate::member::Member;
 use crate::nodes::Clique;
+use crate::size::{SizeSource, owner_display};
 use crate::verdict::{CliqueVerdict, Code, NodeVerdict, PreFilterResult, Verdict};
 use crate::view::View;
 
@@ -149,14 +150,6 @@ impl View {
         }
     }
 
-    /// `namespace/name` of a domain, or its UID when the object is unknown.
-    fn domain_name(&self, uid: StrId) -> String {
-        match self.domain_facts.get(&uid) {
-            Some(d) => format!("{}/{}", self.str(d.namespace), self.str(d.name)),
-            None => String::from(self.str(uid)),
-        }
-    }
-
     fn decide_member(
         &self,
         namespace: StrId,
@@ -204,17 +197,26 @@ impl View {
         }
 
         let agg = self.domains.get(&m.domain).expect("a linked workload pod has a domain aggregate");
-        let size = self.domain_size(m.domain);
-        let remaining = size.saturating_sub(agg.placed_total()).max(1);
+        let size = self.size_of(m.domain);
+        let placed = agg.placed_total();
+        let remaining = size.size.saturating_sub(placed).max(1);
 
         if let Some(home) = agg.home() {
             let clique = self.cliques.get(&home);
             let available = clique.map_or(0, |c| self.available(c, m.domain, ask.tray_size));
             if available == 0 {
-                let text = format!(
-                    "ComputeDomain {cd} runs in NVLink clique {} and needs {remaining} more tray(s) there, but none is free; its pods never leave that clique",
-                    self.str(home)
-                );
+                let sized = self.size_text(m.domain, &size);
+                let text = if placed >= size.size {
+                    format!(
+                        "ComputeDomain {cd} runs in NVLink clique {} with {placed} pods placed ({sized}); this extra pod needs a free tray there too, but none is free; its pods never leave that clique",
+                        self.str(home)
+                    )
+                } else {
+                    format!(
+                        "ComputeDomain {cd} runs in NVLink clique {} and needs {remaining} more tray(s) there ({sized}), but none is free; its pods never leave that clique",
+                        self.str(home)
+                    )
+                };
                 return Decision::status(r.verdict(Code::Unschedulable, text));
             }
             let other = r.verdict(
@@ -242,7 +244,27 @@ impl View {
             return d;
         }
 
-        // A domain that has not started: only cliques that can hold all its remaining pods.
+        // A domain that has not started: only once its size is known, and only in cliques that
+        // can hold all its pods.
+        if let Some(owner) = size.missing {
+            let key = self.str(owner);
+            let role = if key.starts_with("PodGroup/") { "PodGroup" } else { "owner" };
+            let text = format!(
+                "ComputeDomain {cd} is waiting for {} (the pods' {role}) to tell the domain's size",
+                owner_display(key)
+            );
+            return Decision::status(r.verdict(Code::Unschedulable, text));
+        }
+        if size.source == SizeSource::PodsSeen
+            && let Some(at) = self.settles_at_ms(m.domain)
+            && at > self.now_ms
+        {
+            let text = format!(
+                "ComputeDomain {cd} has no declared size (no annotation, PodGroup, known owner or spec.numNodes): waiting {}s for its pods to stop arriving ({} seen so far)",
+                self.args.size_settle_seconds, agg.pods
+            );
+            return Decision::status(r.verdict(Code::Unschedulable, text));
+        }
         let mut fits: Vec<(u32, StrId)> = Vec::new();
         let mut best: Option<(u32, StrId)> = None;
         let mut could_ever_fit = false;
@@ -250,7 +272,7 @@ impl View {
             if c.usable == 0 {
                 continue;
             }
-            let reserve = if size >= c.usable { 0 } else { self.args.reserve_trays_per_clique };
+            let reserve = if size.size >= c.usable { 0 } else { self.args.reserve_trays_per_clique };
             let trays = match ask.tray_size {
                 Some(g) => c.sizes.get(&g).copied().unwrap_or(0),
                 None => c.usable,
@@ -271,11 +293,12 @@ impl View {
                 String::new()
             };
             let largest = self.cliques.values().map(|c| c.usable).max().unwrap_or(0);
+            let sized = self.size_text(m.domain, &size);
             let verdict = if !could_ever_fit {
                 r.verdict(
                     Code::UnschedulableAndUnresolvable,
                     format!(
-                        "ComputeDomain {cd} needs {remaining} trays in one NVLink clique, but the largest clique has {largest} usable trays{reserve_note}; it stays pending rather than span cliques"
+                        "ComputeDomain {cd} needs {remaining} trays in one NVLink clique ({sized}), but the largest clique has {largest} usable trays{reserve_note}; it stays pending rather than span cliques"
                     ),
                 )
             } else {
@@ -284,7 +307,7 @@ impl View {
                 r.verdict(
                     Code::Unschedulable,
                     format!(
-                        "ComputeDomain {cd} needs {remaining} free trays in one NVLink clique; the most any clique can offer now is {cap}{whereabouts}{reserve_note}"
+                        "ComputeDomain {cd} needs {remaining} free trays in one NVLink clique ({sized}); the most any clique can offer now is {cap}{whereabouts}{reserve_note}"
                     ),
                 )
             };
@@ -298,7 +321,8 @@ impl View {
         let too_small = r.verdict(
             Code::Unschedulable,
             format!(
-                "NVLink clique has fewer than {remaining} trays free for ComputeDomain {cd} (after trays promised to starting domains and reserveTraysPerClique)"
+                "NVLink clique has fewer than {remaining} trays free for ComputeDomain {cd} ({}), after trays promised to starting domains and reserveTraysPerClique",
+                self.size_text(m.domain, &size)
             ),
         );
         let mut d = Decision {

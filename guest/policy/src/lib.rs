@@ -11,14 +11,16 @@
 //! 3. one workload pod per ComputeDomain per node;
 //! 4. whole trays (`wholeTray: Require|Prefer|Off`);
 //! 5. all pods of a domain in the clique where it started;
-//! 6. a domain starts only in a clique that can hold all its pods, not counting trays promised
-//!    to other starting domains or kept spare by `reserveTraysPerClique`;
+//! 6. a domain starts only once its size is known ([`size`]: annotation, PodGroups and owners,
+//!    `spec.numNodes`, else the pods seen after `sizeSettleSeconds` without a new one), and only
+//!    in a clique that can hold all its pods, not counting trays promised to other starting
+//!    domains or kept spare by `reserveTraysPerClique`;
 //! 7. best fit across cliques;
 //! 8. host-managed IMEX relaxes rule 2.
 //!
 //! Modules: [`args`] (plugin arguments), [`facts`] (input), [`view`] (incremental aggregates),
 //! `nodes` (per-node summaries, per-clique aggregates), `member` (ComputeDomain membership),
-//! `decide` (PreFilter), [`verdict`] (output), [`error`].
+//! [`size`] (a domain's size and its source), `decide` (PreFilter), [`verdict`] (output), [`error`].
 #![no_std]
 
 extern crate alloc;
@@ -29,11 +31,15 @@ pub mod error;
 pub mod facts;
 mod member;
 mod nodes;
+pub mod size;
+#[cfg(test)]
+mod testutil;
 pub mod verdict;
 pub mod view;
 
 pub use args::{Args, ImexMode, WholeTray};
 pub use error::{Error, Result};
 pub use facts::*;
+pub use size::{DomainSize, SizeSource};
 pub use verdict::*;
 pub use view::View;

@@ -41,8 +41,10 @@ struct PodContrib {
     /// The clique of its node when bound or assumed there.
     placed_in: Option<StrId>,
     size_hint: Option<u32>,
-    /// Owner keys whose size counts for the domain: the PodGroup, else the controller.
+    /// Owner key whose size counts for the domain: the PodGroup, else the controller.
     owner: Option<StrId>,
+    /// `metadata.creationTimestamp` (Unix ms, 0 when unknown).
+    created_ms: i64,
 }
 
 /// Per-ComputeDomain aggregates.
@@ -52,15 +54,22 @@ pub(crate) struct Domain {
     pub pods: u32,
     /// Bound or assumed workload pods by clique.
     pub placed: BTreeMap<StrId, u32>,
-    /// Declared sizes of its pods (value -> pods declaring it).
-    pub pod_hints: BTreeMap<u32, u32>,
-    /// Owners of its pods (owner key -> pods naming it).
+    /// Size annotations of its pods: `(size, pod key)`.
+    pub pod_hints: BTreeSet<(u32, StrId)>,
+    /// Owners of its pods (owner key -> pods naming it): a pod's PodGroup, else its controller.
     pub owners: BTreeMap<StrId, u32>,
+    /// Creation times of its pods (Unix ms -> pods created then).
+    pub created: BTreeMap<i64, u32>,
     /// What this domain adds to a clique's `promised`.
     promise: Option<(StrId, u32)>,
 }
 
 impl Domain {
+    /// No pod contributes to it any more.
+    fn is_empty(&self) -> bool {
+        self.pods == 0 && self.placed.is_empty() && self.pod_hints.is_empty() && self.owners.is_empty()
+    }
+
     pub fn placed_total(&self) -> u32 {
         self.placed.values().sum()
     }
@@ -275,7 +284,7 @@ impl View {
                 }
             }
         }
-        self.add_pod_contrib(&entry.contrib, false);
+        self.add_pod_contrib(key, &entry.contrib, false);
         if let Some(d) = entry.contrib.domain {
             self.refresh_domain(d);
         }
@@ -320,10 +329,11 @@ impl View {
             placed_in,
             size_hint: e.fact.size_hint,
             owner: e.fact.pod_group.or(e.fact.owner),
+            created_ms: e.fact.created_ms,
         }
     }
 
-    fn add_pod_contrib(&mut self, c: &PodContrib, add: bool) {
+    fn add_pod_contrib(&mut self, key: StrId, c: &PodContrib, add: bool) {
         let Some(d) = c.domain else { return };
         let dom = self.domains.entry(d).or_default();
         if add {
@@ -335,11 +345,16 @@ impl View {
             bump(&mut dom.placed, cl, add);
         }
         if let Some(h) = c.size_hint {
-            bump(&mut dom.pod_hints, h, add);
+            if add {
+                dom.pod_hints.insert((h, key));
+            } else {
+                dom.pod_hints.remove(&(h, key));
+            }
         }
         if let Some(o) = c.owner {
             bump(&mut dom.owners, o, add);
         }
+        bump(&mut dom.created, c.created_ms, add);
     }
 
     pub(crate) fn refresh_pod_contrib(&mut self, key: StrId) {
@@ -349,43 +364,23 @@ impl View {
             return;
         }
         let old = core::mem::replace(&mut self.pods.get_mut(&key).expect("present").contrib, new.clone());
-        self.add_pod_contrib(&old, false);
-        self.add_pod_contrib(&new, true);
+        self.add_pod_contrib(key, &old, false);
+        self.add_pod_contrib(key, &new, true);
         for d in [old.domain, new.domain].into_iter().flatten() {
             self.refresh_domain(d);
         }
-    }
-
-    /// The number of pods a domain will have: the size annotation (on the domain, else the
-    /// largest on its pods), else the sum over the owners its pods name (PodGroups, controllers)
-    /// that the host has sent, else a positive `spec.numNodes`, else the pods seen so far; never
-    /// fewer than the pods already placed.
-    pub(crate) fn domain_size(&self, uid: StrId) -> u32 {
-        let agg = self.domains.get(&uid);
-        let placed = agg.map_or(0, Domain::placed_total);
-        let fact = self.domain_facts.get(&uid);
-        let owned = agg.and_then(|a| {
-            let sizes: Vec<u32> = a.owners.keys().filter_map(|k| self.owners.get(k)).map(|o| o.size).collect();
-            (!sizes.is_empty()).then(|| sizes.iter().fold(0u32, |s, &n| s.saturating_add(n)))
-        });
-        let hinted = fact
-            .and_then(|d| d.size_hint)
-            .or_else(|| agg.and_then(|a| a.pod_hints.keys().next_back().copied()))
-            .or(owned)
-            .or_else(|| fact.and_then(|d| d.num_nodes));
-        hinted.unwrap_or_else(|| agg.map_or(0, |a| a.pods)).max(placed)
     }
 
     /// Recomputes what a domain promises to its home clique.
     fn refresh_domain(&mut self, uid: StrId) {
         let Some(agg) = self.domains.get(&uid) else { return };
         let new = agg.home().and_then(|home| {
-            let outstanding = self.domain_size(uid).saturating_sub(agg.placed_total());
+            let outstanding = self.size_of(uid).size.saturating_sub(agg.placed_total());
             (outstanding > 0).then_some((home, outstanding))
         });
         let old = agg.promise;
         if old == new {
-            if agg.pods == 0 && agg.placed.is_empty() && agg.pod_hints.is_empty() && agg.owners.is_empty() {
+            if agg.is_empty() {
                 self.domains.remove(&uid);
             }
             return;
@@ -403,8 +398,7 @@ impl View {
         }
         let agg = self.domains.get_mut(&uid).expect("present");
         agg.promise = new;
-        if agg.pods == 0 && agg.placed.is_empty() && agg.pod_hints.is_empty() && agg.owners.is_empty() && new.is_none()
-        {
+        if agg.is_empty() && new.is_none() {
             self.domains.remove(&uid);
         }
     }
@@ -444,7 +438,9 @@ impl View {
             let domains: Vec<_> = v
                 .domains
                 .iter()
-                .map(|(k, d)| (*k, d.pods, d.placed.clone(), d.pod_hints.clone(), d.owners.clone(), d.promise))
+                .map(|(k, d)| {
+                    (*k, d.pods, d.placed.clone(), d.pod_hints.clone(), d.owners.clone(), d.created.clone(), d.promise)
+                })
                 .collect();
             format!("{cliques:?}\n{domains:?}\n{:?}\n{:?}", v.tray_sizes, v.malformed)
         };

@@ -29,6 +29,8 @@ fn strings() -> Vec<(StrId, String)> {
     s.extend((0..DOMAINS).map(|i| format!("tpl-{i}")));
     s.extend((0..PODS).map(|i| format!("ns/p{i}")));
     s.push("channel".into());
+    s.extend(OWNERS.iter().map(|o| o.to_string()));
+    s.extend(OWNERS.iter().map(|o| format!("{o} size")));
     s.into_iter().enumerate().map(|(i, s)| (i as StrId, s)).collect()
 }
 
@@ -48,9 +50,17 @@ const fn pod_id(i: u32) -> StrId {
     2 + NODES + 4 + 2 * DOMAINS + i
 }
 const CHANNEL: StrId = 2 + NODES + 4 + 2 * DOMAINS + PODS;
+/// Owner keys pods may name; the host sends sizes for some of them, at times.
+const OWNERS: [&str; 4] = ["Job/ns/j0", "Job/ns/j1", "StatefulSet/ns/s0", "PodGroup/ns/g0"];
+const fn owner_id(i: u32) -> StrId {
+    CHANNEL + 1 + i
+}
+const fn owner_source_id(i: u32) -> StrId {
+    CHANNEL + 1 + OWNERS.len() as u32 + i
+}
 
 fn random_delta(r: &mut Lcg) -> Delta {
-    match r.below(10) {
+    match r.below(12) {
         0..=2 => Delta::UpsertNode(NodeFact {
             name: node_id(r.below(NODES)),
             clique_label: match r.below(6) {
@@ -82,10 +92,10 @@ fn random_delta(r: &mut Lcg) -> Delta {
                     vec![]
                 },
                 gpus: [0, 2, 4][r.below(3) as usize],
-                size_hint: (r.below(4) == 0).then(|| 1 + r.below(6)),
-                pod_group: None,
-                owner: None,
-                created_ms: 0,
+                size_hint: (r.below(6) == 0).then(|| 1 + r.below(6)),
+                pod_group: (r.below(6) == 0).then(|| owner_id(3)),
+                owner: (r.below(2) == 0).then(|| owner_id(r.below(3))),
+                created_ms: [0, 1_000, 4_000, 9_000][r.below(4) as usize],
                 priority: 0,
             })
         }
@@ -104,6 +114,19 @@ fn random_delta(r: &mut Lcg) -> Delta {
                 })
             }
         }
+        10 | 11 => {
+            let i = r.below(OWNERS.len() as u32);
+            if r.below(3) == 0 {
+                Delta::RemoveOwner(owner_id(i))
+            } else {
+                Delta::UpsertOwner(OwnerFact {
+                    key: owner_id(i),
+                    size: 1 + r.below(8),
+                    source: owner_source_id(i),
+                    priority: None,
+                })
+            }
+        }
         _ => {
             let i = r.below(DOMAINS);
             if r.below(4) == 0 {
@@ -113,15 +136,17 @@ fn random_delta(r: &mut Lcg) -> Delta {
                     uid: domain_id(i),
                     namespace: 1,
                     name: template_id(i),
-                    size_hint: (r.below(2) == 0).then(|| 1 + r.below(8)),
-                    num_nodes: None,
+                    size_hint: (r.below(3) == 0).then(|| 1 + r.below(8)),
+                    num_nodes: (r.below(3) == 0).then(|| 1 + r.below(8)),
                 })
             }
         }
     }
 }
 
-fn check_seed(seed: u64, args: Args) {
+/// Checks one random history; returns the pod-level reasons seen along the way.
+fn check_seed(seed: u64, args: Args) -> Vec<String> {
+    let mut seen = Vec::new();
     let mut r = Lcg(seed);
     let mut view = View::new(args.clone());
     let mut log = vec![Delta::Strings(strings())];
@@ -135,12 +160,12 @@ fn check_seed(seed: u64, args: Args) {
             // A view built from the whole log in one go decides the same for every pod.
             let mut fresh = View::new(args.clone());
             fresh.apply(log.clone()).unwrap();
+            // The clock moves across the settle window of pods created at 1s, 4s and 9s.
+            let now = i64::from(step) * 40;
             for p in 0..PODS {
-                assert_eq!(
-                    view.pre_filter(pod_id(p), &[], 0),
-                    fresh.pre_filter(pod_id(p), &[], 0),
-                    "seed {seed} step {step}"
-                );
+                let r = view.pre_filter(pod_id(p), &[], now);
+                assert_eq!(r, fresh.pre_filter(pod_id(p), &[], now), "seed {seed} step {step}");
+                seen.push(r.reason(r.status).to_string());
             }
         }
     }
@@ -157,21 +182,35 @@ fn check_seed(seed: u64, args: Args) {
     view.assert_consistent();
     let after: Vec<_> = (0..PODS).map(|p| view.pre_filter(pod_id(p), &[], 0)).collect();
     assert_eq!(before, after);
+    seen
+}
+
+/// The random histories reach every size source and both reasons a domain waits for.
+fn assert_sizes_covered(seen: &[String]) {
+    for want in [
+        "to tell the domain's size",
+        "waiting 5s for its pods to stop arriving",
+        "from Job/ns/j",
+        "owners: ",
+        "spec.numNodes",
+        "on pod ns/",
+        "the pods seen so far",
+    ] {
+        assert!(seen.iter().any(|s| s.contains(want)), "no reason contains {want:?}");
+    }
 }
 
 #[test]
 fn incremental_aggregates_match_a_rebuild_driver_managed() {
-    for seed in 1..=12 {
-        check_seed(seed, Args::default());
-    }
+    let seen: Vec<String> = (1..=12).flat_map(|seed| check_seed(seed, Args::default())).collect();
+    assert_sizes_covered(&seen);
 }
 
 #[test]
 fn incremental_aggregates_match_a_rebuild_host_managed() {
     let args = Args::parse(r#"{"imexMode":"HostManaged","wholeTray":"Off","reserveTraysPerClique":1}"#).unwrap();
-    for seed in 100..=106 {
-        check_seed(seed, args.clone());
-    }
+    let seen: Vec<String> = (100..=106).flat_map(|seed| check_seed(seed, args.clone())).collect();
+    assert_sizes_covered(&seen);
 }
 
 #[test]
