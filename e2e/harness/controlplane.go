@@ -69,18 +69,62 @@ type ControlPlane struct {
 	Dynamic         dynamic.Interface
 	AdminKubeconfig string
 
+	// FeatureGates is the --feature-gates value every component of this control plane runs
+	// with ("" for the release defaults); StartScheduler passes it on.
+	FeatureGates string
+
 	pki        *pki
 	procs      []*Process
 	schedulers []*Scheduler
 }
 
-// Start brings up etcd, kube-apiserver and kube-controller-manager (resourceclaim, job and
-// garbage-collector controllers) on loopback and waits until the API server is ready.
+// Options chooses how a control plane is configured.
+type Options struct {
+	// WorkloadGates turns on the 1.37 workload gates (WorkloadFeatureGates) on the API server,
+	// the controller manager and the schedulers, and serves scheduling.k8s.io/v1beta1 (Workload,
+	// PodGroup), which 1.37 does not by default.
+	WorkloadGates bool
+}
+
+// WorkloadFeatureGates are the gates of the Workload API and workload-aware scheduling in
+// Kubernetes 1.37 (k8s.io/kubernetes pkg/features): GenericWorkload (beta, off) serves Workload
+// and PodGroup and adds pod spec.schedulingGroup, for the API server, the controller manager
+// (resourceclaim and podgroup-protection controllers) and the scheduler (gang scheduling);
+// TopologyAwareWorkloadScheduling (alpha, off) lets the scheduler place a whole PodGroup at once
+// and the API server accept the PodGroup's scheduling constraints; DRAWorkloadResourceClaims
+// (beta, off) lets a PodGroup share ResourceClaims, in the API server, the resourceclaim
+// controller and the scheduler's DynamicResources plugin.
+const WorkloadFeatureGates = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,DRAWorkloadResourceClaims=true"
+
+// controllers are the kube-controller-manager controllers a user expects of a cluster: claims
+// from templates, Jobs, StatefulSets, ReplicaSets and Deployments creating pods, the garbage
+// collector (a generated claim goes with its pod, pods with their Job) and the namespace
+// controller (namespace deletion finishes).
+var controllers = []string{
+	"resourceclaim-controller", "job-controller", "statefulset-controller", "replicaset-controller",
+	"deployment-controller", "garbage-collector-controller", "namespace-controller",
+}
+
+// Start brings up etcd, kube-apiserver and kube-controller-manager (the controllers above) on
+// loopback with the release's default feature gates and waits until the API server is ready.
 func Start(ctx context.Context, dir string, bin Binaries) (*ControlPlane, error) {
+	return StartWith(ctx, dir, bin, Options{})
+}
+
+// StartWith is Start with options.
+func StartWith(ctx context.Context, dir string, bin Binaries, opts Options) (*ControlPlane, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	cp := &ControlPlane{Dir: dir, Bin: bin}
+	var gateArgs []string
+	kcmControllers := controllers
+	if opts.WorkloadGates {
+		cp.FeatureGates = WorkloadFeatureGates
+		gateArgs = []string{"--feature-gates=" + WorkloadFeatureGates}
+		// Removes a PodGroup's finalizer once no pod refers to it (GenericWorkload only).
+		kcmControllers = append(append([]string(nil), controllers...), "podgroup-protection-controller")
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -115,21 +159,26 @@ func Start(ctx context.Context, dir string, bin Binaries) (*ControlPlane, error)
 	}
 
 	cp.URL = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
-	api, err := StartProcess(dir, "kube-apiserver", bin.APIServer,
-		"--etcd-servers="+etcdURL,
+	apiArgs := []string{
+		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(apiPort),
-		"--tls-cert-file="+cp.pki.certPath, "--tls-private-key-file="+cp.pki.keyPath,
-		"--token-auth-file="+cp.pki.tokensPath,
+		"--secure-port=" + strconv.Itoa(apiPort),
+		"--tls-cert-file=" + cp.pki.certPath, "--tls-private-key-file=" + cp.pki.keyPath,
+		"--token-auth-file=" + cp.pki.tokensPath,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+cp.pki.saPubPath,
-		"--service-account-signing-key-file="+cp.pki.saKeyPath,
+		"--service-account-key-file=" + cp.pki.saPubPath,
+		"--service-account-signing-key-file=" + cp.pki.saKeyPath,
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--authorization-mode=RBAC",
 		"--disable-admission-plugins=ServiceAccount",
 		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true",
-		"--profiling=false")
+		"--profiling=false",
+	}
+	if opts.WorkloadGates {
+		apiArgs = append(apiArgs, "--runtime-config=scheduling.k8s.io/v1beta1=true")
+	}
+	api, err := StartProcess(dir, "kube-apiserver", bin.APIServer, append(apiArgs, gateArgs...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -156,20 +205,20 @@ func Start(ctx context.Context, dir string, bin Binaries) (*ControlPlane, error)
 		return nil, err
 	}
 
-	kcm, err := StartProcess(dir, "kube-controller-manager", bin.ControllerManager,
-		"--kubeconfig="+cp.AdminKubeconfig,
-		"--authentication-kubeconfig="+cp.AdminKubeconfig,
-		"--authorization-kubeconfig="+cp.AdminKubeconfig,
-		// Claims from templates, Jobs, and the garbage collector, which deletes a generated
-		// claim once its pod is gone.
-		"--controllers=resourceclaim-controller,job-controller,garbage-collector-controller",
+	kcmArgs := []string{
+		"--kubeconfig=" + cp.AdminKubeconfig,
+		"--authentication-kubeconfig=" + cp.AdminKubeconfig,
+		"--authorization-kubeconfig=" + cp.AdminKubeconfig,
+		"--controllers=" + strings.Join(kcmControllers, ","),
 		// The default 20 QPS would make claim creation, not scheduling, the limit of every
 		// throughput measurement; large clusters raise it too.
 		"--kube-api-qps=200", "--kube-api-burst=400",
 		"--leader-elect=false",
 		"--use-service-account-credentials=false",
-		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(kcmPort),
-		"--cert-dir="+filepath.Join(dir, "kcm-certs"))
+		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(kcmPort),
+		"--cert-dir=" + filepath.Join(dir, "kcm-certs"),
+	}
+	kcm, err := StartProcess(dir, "kube-controller-manager", bin.ControllerManager, append(kcmArgs, gateArgs...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,9 @@ type EnvOptions struct {
 	// PluginConfig, when set, replaces the cdplace profile's pluginConfig (a YAML list such as
 	// kube-scheduler-config/examples/host-managed-args.yaml).
 	PluginConfig []byte
+	// WorkloadGates runs the control plane and the schedulers with the 1.37 workload gates on
+	// and the Workload API served (see Options).
+	WorkloadGates bool
 }
 
 // Env is a control plane ready for ComputeDomain workloads: the CRD, the DeviceClasses, the
@@ -36,7 +39,7 @@ func Up(ctx context.Context, repoRoot, dir string, opts EnvOptions) (*Env, error
 	if err != nil {
 		return nil, err
 	}
-	cp, err := Start(ctx, dir, bins)
+	cp, err := StartWith(ctx, dir, bins, Options{WorkloadGates: opts.WorkloadGates})
 	if err != nil {
 		return nil, err
 	}

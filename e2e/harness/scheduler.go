@@ -20,6 +20,7 @@ type Scheduler struct {
 	Port       int
 	bin        string
 	dir        string
+	gates      string
 	proc       *Process
 }
 
@@ -87,7 +88,8 @@ func (s *Scheduler) ProfileURL(seconds int) string {
 // MetricsURL is the scheduler's Prometheus endpoint.
 func (s *Scheduler) MetricsURL() string { return fmt.Sprintf("https://127.0.0.1:%d/metrics", s.Port) }
 
-// StartScheduler writes config to <Dir>/<name>.yaml and runs the scheduler binary with it.
+// StartScheduler writes config to <Dir>/<name>.yaml and runs the scheduler binary with it and
+// the control plane's feature gates.
 func (cp *ControlPlane) StartScheduler(ctx context.Context, name string, config []byte) (*Scheduler, error) {
 	path := filepath.Join(cp.Dir, name+".yaml")
 	if err := os.WriteFile(path, config, 0o600); err != nil {
@@ -97,7 +99,7 @@ func (cp *ControlPlane) StartScheduler(ctx context.Context, name string, config 
 	if err != nil {
 		return nil, err
 	}
-	s := &Scheduler{Name: name, ConfigPath: path, Port: port, bin: cp.Bin.Scheduler, dir: cp.Dir}
+	s := &Scheduler{Name: name, ConfigPath: path, Port: port, bin: cp.Bin.Scheduler, dir: cp.Dir, gates: cp.FeatureGates}
 	if err := s.start(ctx); err != nil {
 		return nil, err
 	}
@@ -108,9 +110,13 @@ func (cp *ControlPlane) StartScheduler(ctx context.Context, name string, config 
 func (s *Scheduler) start(ctx context.Context) error {
 	// /metrics and pprof are readable without a token so the benchmarks can scrape and profile
 	// the scheduler (loopback only).
-	p, err := StartProcess(s.dir, s.Name, s.bin, "--config="+s.ConfigPath,
-		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(s.Port), "--v=2",
-		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/pprof/*")
+	args := []string{"--config=" + s.ConfigPath,
+		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(s.Port), "--v=2",
+		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/pprof/*"}
+	if s.gates != "" {
+		args = append(args, "--feature-gates="+s.gates)
+	}
+	p, err := StartProcess(s.dir, s.Name, s.bin, args...)
 	if err != nil {
 		return err
 	}
