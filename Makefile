@@ -140,6 +140,17 @@ bench-framework: scheduler
 demo: scheduler e2e-binaries
 	$(E2E_BIN)/cdplace-demo -repo .
 
+## playground: the e2e control plane (workload gates on), a simulated NVL72 fleet, the driver and
+## kubelet emulators and the cdplace kube-scheduler, to try with kubectl: prints
+## `export KUBECONFIG=...` once the fleet is ready, runs until Ctrl-C, then stops everything and
+## removes its files. Flags through PLAYGROUND_ARGS, e.g.
+## make playground PLAYGROUND_ARGS="-racks 4 -cliques-per-rack 2 -trays 9 -workload-gates=false"
+PLAYGROUND_ARGS ?=
+.PHONY: playground
+playground: scheduler e2e-binaries
+	cd e2e && $(GO) build -o ../$(E2E_BIN)/cdplace-playground ./cmd/cdplace-playground
+	$(E2E_BIN)/cdplace-playground -repo . $(PLAYGROUND_ARGS)
+
 ## explain-demo: explain where example ComputeDomain pods may go on a two-rack cluster snapshot
 explain-demo: build
 	target/release/cdplace explain --snapshot examples/snapshot.yaml --pod training/trainer-1
