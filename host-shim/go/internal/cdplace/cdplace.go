@@ -1,7 +1,12 @@
-// Package cdplace is the cgo wrapper around libcdplace_host (include/cdplace.h): it loads the
-// policy component into wasmtime and keeps the cluster view the policy decides on. Errors map to
-// sentinels for errors.Is; a guest trap, timeout or memory exhaustion is an error value, never a
-// crash of the scheduler.
+// Package cdplace is the Go side of the C ABI of libcdplace_host (host-shim/lib/include/cdplace.h):
+// it loads the policy component into wasmtime and keeps the cluster view the policy decides
+// on. It owns everything that crosses the boundary: the status codes and object kinds
+// (mirrored once from the header's enums), the error sentinels (errors.Is), the packed facts
+// batch CDF1 (facts.go), the packed overlay and the packed decision CDP2 (decision.go). A guest
+// trap, timeout or memory exhaustion is an error value, never a crash of the scheduler.
+//
+// Every call into C is counted (Crossings, Cluster.Crossings), so tests can prove what does not
+// cross.
 package cdplace
 
 /*
@@ -14,12 +19,9 @@ import "C"
 
 import (
 	_ "embed"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"runtime"
-	"time"
+	"strconv"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -29,7 +31,62 @@ import (
 //go:embed guest/cdplace_guest.wasm
 var GuestWasm []byte
 
-// Sentinel errors, one per CDPLACE_ERROR_* kind.
+// Code is a framework status code as the policy gives it (cdplace_code_t).
+type Code uint8
+
+// The codes, from the header.
+const (
+	CodeSuccess                      Code = C.CDPLACE_CODE_SUCCESS
+	CodeSkip                         Code = C.CDPLACE_CODE_SKIP
+	CodeUnschedulable                Code = C.CDPLACE_CODE_UNSCHEDULABLE
+	CodeUnschedulableAndUnresolvable Code = C.CDPLACE_CODE_UNSCHEDULABLE_AND_UNRESOLVABLE
+	CodeError                        Code = C.CDPLACE_CODE_ERROR
+)
+
+var codeNames = map[Code]string{
+	CodeSuccess:                      "Success",
+	CodeSkip:                         "Skip",
+	CodeUnschedulable:                "Unschedulable",
+	CodeUnschedulableAndUnresolvable: "UnschedulableAndUnresolvable",
+	CodeError:                        "Error",
+}
+
+func (c Code) String() string {
+	if s, ok := codeNames[c]; ok {
+		return s
+	}
+	return "Code(" + strconv.Itoa(int(c)) + ")"
+}
+
+// Kind is an object kind of a facts record (cdplace_kind_t).
+type Kind uint8
+
+// The kinds, from the header.
+const (
+	KindNode                  Kind = C.CDPLACE_KIND_NODE
+	KindPod                   Kind = C.CDPLACE_KIND_POD
+	KindResourceClaim         Kind = C.CDPLACE_KIND_RESOURCE_CLAIM
+	KindResourceClaimTemplate Kind = C.CDPLACE_KIND_RESOURCE_CLAIM_TEMPLATE
+	KindResourceSlice         Kind = C.CDPLACE_KIND_RESOURCE_SLICE
+	KindComputeDomain         Kind = C.CDPLACE_KIND_COMPUTE_DOMAIN
+	KindPodGroup              Kind = C.CDPLACE_KIND_POD_GROUP
+	KindOwner                 Kind = C.CDPLACE_KIND_OWNER
+)
+
+var kindNames = map[Kind]string{
+	KindNode: "Node", KindPod: "Pod", KindResourceClaim: "ResourceClaim",
+	KindResourceClaimTemplate: "ResourceClaimTemplate", KindResourceSlice: "ResourceSlice",
+	KindComputeDomain: "ComputeDomain", KindPodGroup: "PodGroup", KindOwner: "Owner",
+}
+
+func (k Kind) String() string { return kindNames[k] }
+
+// Namespaced reports whether objects of the kind have a namespace (a removal names it).
+func (k Kind) Namespaced() bool {
+	return k != KindNode && k != KindResourceSlice && k != KindOwner
+}
+
+// Sentinel errors, one per error kind of the header.
 var (
 	ErrLoad          = errors.New("cdplace: component could not be loaded")
 	ErrTrap          = errors.New("cdplace: guest trapped")
@@ -43,20 +100,21 @@ var (
 	ErrBadCall       = errors.New("cdplace: bad call")
 )
 
-var kinds = map[C.int32_t]error{
-	C.CDPLACE_ERROR_LOAD:           ErrLoad,
-	C.CDPLACE_ERROR_TRAP:           ErrTrap,
-	C.CDPLACE_ERROR_TIMEOUT:        ErrTimeout,
-	C.CDPLACE_ERROR_OUT_OF_MEMORY:  ErrOutOfMemory,
-	C.CDPLACE_ERROR_INVALID_ARGS:   ErrInvalidArgs,
-	C.CDPLACE_ERROR_INVALID_OBJECT: ErrInvalidObject,
-	C.CDPLACE_ERROR_INVALID_INPUT:  ErrInvalidInput,
-	C.CDPLACE_ERROR_UNKNOWN_POD:    ErrUnknownPod,
-	C.CDPLACE_ERROR_PANIC:          ErrPanic,
-	C.CDPLACE_ERROR_BAD_CALL:       ErrBadCall,
+var sentinels = map[int]error{
+	int(C.CDPLACE_ERROR_LOAD):           ErrLoad,
+	int(C.CDPLACE_ERROR_TRAP):           ErrTrap,
+	int(C.CDPLACE_ERROR_TIMEOUT):        ErrTimeout,
+	int(C.CDPLACE_ERROR_OUT_OF_MEMORY):  ErrOutOfMemory,
+	int(C.CDPLACE_ERROR_INVALID_ARGS):   ErrInvalidArgs,
+	int(C.CDPLACE_ERROR_INVALID_OBJECT): ErrInvalidObject,
+	int(C.CDPLACE_ERROR_INVALID_INPUT):  ErrInvalidInput,
+	int(C.CDPLACE_ERROR_UNKNOWN_POD):    ErrUnknownPod,
+	int(C.CDPLACE_ERROR_PANIC):          ErrPanic,
+	int(C.CDPLACE_ERROR_BAD_CALL):       ErrBadCall,
 }
 
-// Error is a failure reported by the library: Kind is one of the sentinels, Message its text.
+// Error is a failure reported by the library: Kind is one of the sentinels, Message its
+// text, shown as it is.
 type Error struct {
 	Kind    error
 	Message string
@@ -81,332 +139,35 @@ func take(e *C.cdplace_error_t) error {
 	if n > 0 {
 		C.cdplace_error_message(e, (*C.uint8_t)(unsafe.Pointer(&buf[0])), n)
 	}
-	kind, ok := kinds[C.cdplace_error_kind(e)]
+	kind, ok := sentinels[int(C.cdplace_error_kind(e))]
 	if !ok {
 		kind = ErrBadCall
 	}
 	return &Error{Kind: kind, Message: string(buf)}
 }
 
+// crossings counts every call into the library, process-wide.
+var crossings atomic.Uint64
+
+// Crossings is how many calls this process made into the library.
+func Crossings() uint64 { return crossings.Load() }
+
 // str passes a Go string to C without copying; C only borrows it for the call.
 func str(s string) (*C.char, C.size_t) {
 	return (*C.char)(unsafe.Pointer(unsafe.StringData(s))), C.size_t(len(s))
 }
 
-func bytesOf(b []byte) (*C.char, C.size_t) {
+// bytesOf passes Go bytes to C without copying; C only borrows them for the call.
+func bytesOf(b []byte) (*C.uint8_t, C.size_t) {
+	return (*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(b))), C.size_t(len(b))
+}
+
+// charsOf passes Go bytes holding text to C without copying.
+func charsOf(b []byte) (*C.char, C.size_t) {
 	return (*C.char)(unsafe.Pointer(unsafe.SliceData(b))), C.size_t(len(b))
 }
 
 func takeBytes(b *C.cdplace_bytes_t) []byte {
 	defer C.cdplace_bytes_delete(b)
 	return C.GoBytes(unsafe.Pointer(b.data), C.int(b.len))
-}
-
-// Runtime is the compiled policy component; safe for concurrent use.
-type Runtime struct {
-	ptr *C.cdplace_runtime_t
-}
-
-// NewRuntime compiles a component. Zero memoryBytes or deadline mean the library defaults.
-func NewRuntime(wasm []byte, memoryBytes uint64, deadline time.Duration) (*Runtime, error) {
-	if len(wasm) == 0 {
-		return nil, &Error{Kind: ErrLoad, Message: "empty component"}
-	}
-	var out *C.cdplace_runtime_t
-	p, n := bytesOf(wasm)
-	err := take(C.cdplace_runtime_new((*C.uint8_t)(unsafe.Pointer(p)), n, C.uint64_t(memoryBytes), C.uint64_t(deadline.Milliseconds()), &out))
-	runtime.KeepAlive(wasm)
-	if err != nil {
-		return nil, err
-	}
-	r := &Runtime{ptr: out}
-	runtime.SetFinalizer(r, func(r *Runtime) { C.cdplace_runtime_delete(r.ptr) })
-	return r, nil
-}
-
-// Cluster is the cluster view and the policy instances deciding on it; safe for concurrent use.
-type Cluster struct {
-	ptr *C.cdplace_cluster_t
-	rt  *Runtime // keeps the runtime alive
-}
-
-// NewCluster makes a cluster view under the plugin arguments (JSON); invalid arguments give an
-// error wrapping ErrInvalidArgs with the policy's exact message.
-func NewCluster(rt *Runtime, args []byte) (*Cluster, error) {
-	var out *C.cdplace_cluster_t
-	p, n := bytesOf(args)
-	if err := take(C.cdplace_cluster_new(rt.ptr, p, n, &out)); err != nil {
-		return nil, err
-	}
-	return newCluster(out, rt), nil
-}
-
-// NewNativeCluster is NewCluster with the policy compiled into the library (comparisons only).
-func NewNativeCluster(args []byte) (*Cluster, error) {
-	var out *C.cdplace_cluster_t
-	p, n := bytesOf(args)
-	if err := take(C.cdplace_cluster_new_native(p, n, &out)); err != nil {
-		return nil, err
-	}
-	return newCluster(out, nil), nil
-}
-
-func newCluster(ptr *C.cdplace_cluster_t, rt *Runtime) *Cluster {
-	c := &Cluster{ptr: ptr, rt: rt}
-	runtime.SetFinalizer(c, func(c *Cluster) { C.cdplace_cluster_delete(c.ptr) })
-	return c
-}
-
-// Keys are the names the validated arguments configure.
-type Keys struct {
-	CliqueLabel         string `json:"cliqueLabel"`
-	GPUResourceName     string `json:"gpuResourceName"`
-	GPUDriver           string `json:"gpuDriver"`
-	ComputeDomainDriver string `json:"computeDomainDriver"`
-	SizeAnnotation      string `json:"sizeAnnotation"`
-}
-
-// Keys returns the extraction keys of the validated arguments.
-func (c *Cluster) Keys() (Keys, error) {
-	var out C.cdplace_bytes_t
-	if err := take(C.cdplace_cluster_keys(c.ptr, &out)); err != nil {
-		return Keys{}, err
-	}
-	var k Keys
-	err := json.Unmarshal(takeBytes(&out), &k)
-	runtime.KeepAlive(c)
-	return k, err
-}
-
-// Apply adds or updates an object given as JSON with apiVersion and kind. It reports whether
-// cdplace reads that kind.
-func (c *Cluster) Apply(obj []byte) (bool, error) {
-	var read C.bool
-	p, n := bytesOf(obj)
-	err := take(C.cdplace_cluster_apply(c.ptr, p, n, &read))
-	runtime.KeepAlive(obj)
-	runtime.KeepAlive(c)
-	return bool(read), err
-}
-
-// Remove deletes an object by kind ("Pod", "Node", ...), namespace and name.
-func (c *Cluster) Remove(kind, namespace, name string) error {
-	kp, kn := str(kind)
-	np, nn := str(namespace)
-	p, n := str(name)
-	err := take(C.cdplace_cluster_remove(c.ptr, kp, kn, np, nn, p, n))
-	runtime.KeepAlive(c)
-	return err
-}
-
-// Assume counts a pod on a node at once (Reserve).
-func (c *Cluster) Assume(namespace, name, node string) error {
-	np, nn := str(namespace)
-	p, n := str(name)
-	xp, xn := str(node)
-	err := take(C.cdplace_cluster_assume(c.ptr, np, nn, p, n, xp, xn))
-	runtime.KeepAlive(c)
-	return err
-}
-
-// Forget drops an assumption (Unreserve).
-func (c *Cluster) Forget(namespace, name string) error {
-	np, nn := str(namespace)
-	p, n := str(name)
-	err := take(C.cdplace_cluster_forget(c.ptr, np, nn, p, n))
-	runtime.KeepAlive(c)
-	return err
-}
-
-// Overlay is a hypothetical change for one PreFilter evaluation (preemption's AddPod/RemovePod).
-type Overlay struct {
-	Op        string `json:"op"` // "add" or "remove"
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
-	Node      string `json:"node,omitempty"`
-}
-
-// Verdict is a status code name ("Success", "Skip", "Unschedulable",
-// "UnschedulableAndUnresolvable", "Error") with its reason, and a score for cliques.
-type Verdict struct {
-	Code   string `json:"code"`
-	Reason string `json:"reason"`
-	Score  int64  `json:"score"`
-}
-
-// Decision is what PreFilter decided; Filter and Score are lookups (Node).
-type Decision struct {
-	Status       Verdict            `json:"status"`
-	Domain       *string            `json:"domain"`
-	Exclusive    bool               `json:"exclusive"`
-	Cliques      map[string]Verdict `json:"cliques"`
-	Other        Verdict            `json:"other"`
-	Nodes        map[string]Verdict `json:"nodes"`
-	AllowedNodes []string           `json:"allowedNodes"`
-}
-
-// Node returns Filter's verdict for a node with this name and clique label value (empty when
-// the node has none), and whether it has a score (the verdict's Score field).
-func (d *Decision) Node(name, clique string) (Verdict, bool) {
-	if d.Status.Code != "Success" {
-		return d.Status, false
-	}
-	c, inClique := d.Cliques[clique]
-	if v, ok := d.Nodes[name]; ok {
-		if v.Code == "Success" && inClique {
-			v.Score = c.Score
-			return v, true
-		}
-		return v, false
-	}
-	if inClique {
-		return c, c.Code == "Success"
-	}
-	return d.Other, false
-}
-
-func (c *Cluster) call(namespace, name string, overlay []Overlay, packed bool) ([]byte, error) {
-	var ov []byte
-	if len(overlay) > 0 {
-		var err error
-		if ov, err = json.Marshal(overlay); err != nil {
-			return nil, err
-		}
-	}
-	np, nn := str(namespace)
-	p, n := str(name)
-	op, on := bytesOf(ov)
-	var out C.cdplace_bytes_t
-	var e *C.cdplace_error_t
-	if packed {
-		e = C.cdplace_cluster_pre_filter_packed(c.ptr, np, nn, p, n, op, on, &out)
-	} else {
-		e = C.cdplace_cluster_pre_filter(c.ptr, np, nn, p, n, op, on, &out)
-	}
-	runtime.KeepAlive(ov)
-	runtime.KeepAlive(c)
-	if err := take(e); err != nil {
-		return nil, err
-	}
-	return takeBytes(&out), nil
-}
-
-// PreFilter decides where the pod may go, as if overlay were applied.
-func (c *Cluster) PreFilter(namespace, name string, overlay []Overlay) (*Decision, error) {
-	b, err := c.call(namespace, name, overlay, true)
-	if err != nil {
-		return nil, err
-	}
-	return unpack(b)
-}
-
-// PreFilterJSON is PreFilter through the JSON form of the decision (tests compare the two).
-func (c *Cluster) PreFilterJSON(namespace, name string, overlay []Overlay) (*Decision, error) {
-	b, err := c.call(namespace, name, overlay, false)
-	if err != nil {
-		return nil, err
-	}
-	d := &Decision{}
-	if err := json.Unmarshal(b, d); err != nil {
-		return nil, fmt.Errorf("cdplace: decoding decision: %w", err)
-	}
-	return d, nil
-}
-
-var codeNames = [...]string{"Success", "Skip", "Unschedulable", "UnschedulableAndUnresolvable", "Error"}
-
-// reader decodes the packed decision of include/cdplace.h.
-type reader struct {
-	b   []byte
-	err error
-}
-
-func (r *reader) fail() {
-	if r.err == nil {
-		r.err = errors.New("cdplace: truncated or malformed packed decision")
-	}
-	r.b = nil
-}
-
-func (r *reader) u8() byte {
-	if len(r.b) < 1 {
-		r.fail()
-		return 0
-	}
-	v := r.b[0]
-	r.b = r.b[1:]
-	return v
-}
-
-func (r *reader) u32() uint32 {
-	if len(r.b) < 4 {
-		r.fail()
-		return 0
-	}
-	v := binary.LittleEndian.Uint32(r.b)
-	r.b = r.b[4:]
-	return v
-}
-
-func (r *reader) str() string {
-	n := r.u32()
-	if uint32(len(r.b)) < n {
-		r.fail()
-		return ""
-	}
-	s := string(r.b[:n])
-	r.b = r.b[n:]
-	return s
-}
-
-func (r *reader) verdict(reasons []string) Verdict {
-	code, reason := r.u8(), r.u32()
-	if int(code) >= len(codeNames) || int(reason) >= len(reasons) {
-		r.fail()
-		return Verdict{Code: "Error"}
-	}
-	return Verdict{Code: codeNames[code], Reason: reasons[reason]}
-}
-
-func unpack(b []byte) (*Decision, error) {
-	if len(b) < 4 || string(b[:4]) != "CDP1" {
-		return nil, errors.New("cdplace: packed decision has no CDP1 header")
-	}
-	r := &reader{b: b[4:]}
-	reasons := make([]string, r.u32())
-	for i := range reasons {
-		reasons[i] = r.str()
-	}
-	d := &Decision{Status: r.verdict(reasons)}
-	if r.u8() == 1 {
-		dom := r.str()
-		d.Domain = &dom
-	}
-	d.Exclusive = r.u8() == 1
-	d.Other = r.verdict(reasons)
-	n := r.u32()
-	d.Cliques = make(map[string]Verdict, min(n, 1<<16))
-	for i := uint32(0); i < n && r.err == nil; i++ {
-		label := r.str()
-		v := r.verdict(reasons)
-		v.Score = int64(r.u32())
-		d.Cliques[label] = v
-	}
-	n = r.u32()
-	d.Nodes = make(map[string]Verdict, min(n, 1<<16))
-	for i := uint32(0); i < n && r.err == nil; i++ {
-		name := r.str()
-		d.Nodes[name] = r.verdict(reasons)
-	}
-	n = r.u32()
-	if d.Exclusive && n > 0 {
-		d.AllowedNodes = make([]string, 0, min(n, 1<<16))
-	}
-	for i := uint32(0); i < n && r.err == nil; i++ {
-		d.AllowedNodes = append(d.AllowedNodes, r.str())
-	}
-	if r.err == nil && len(r.b) != 0 {
-		r.fail()
-	}
-	return d, r.err
 }

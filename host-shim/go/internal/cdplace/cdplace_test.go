@@ -1,56 +1,220 @@
 package cdplace
 
 import (
-	"reflect"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/cdplace/cdplace/host-shim/go/internal/facts"
 )
 
-// The packed decision the plugin reads says exactly what the documented JSON says.
-func TestPackedDecisionMatchesJSON(t *testing.T) {
-	rt, err := NewRuntime(GuestWasm, 0, 0)
+func some[T any](v T) *T { return &v }
+
+func newTestCluster(t *testing.T, args string) *Cluster {
+	t.Helper()
+	rt, err := NewRuntime(GuestWasm)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := NewCluster(rt, nil)
+	c, err := NewCluster(rt, []byte(args))
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs := []string{
-		`{"apiVersion":"resource.nvidia.com/v1beta1","kind":"ComputeDomain","metadata":{"name":"cd","namespace":"ns","uid":"uid-1"},"spec":{"numNodes":0}}`,
-		`{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaimTemplate","metadata":{"name":"cd-channel","namespace":"ns","labels":{"resource.nvidia.com/computeDomain":"uid-1"}},"spec":{"spec":{}}}`,
-		`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p0","namespace":"ns"},"spec":{"nodeName":"a-0","containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"4"}}}],"resourceClaims":[{"name":"channel","resourceClaimTemplateName":"cd-channel"}]}}`,
-		`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p1","namespace":"ns"},"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"4"}}}],"resourceClaims":[{"name":"channel","resourceClaimTemplateName":"cd-channel"}]}}`,
-		`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web","namespace":"ns"},"spec":{"containers":[{"name":"c"}]}}`,
+	return c
+}
+
+// twoRacks is a batch: cliques u.1 (a-0..a-3) and u.2 (b-0, b-1) of 4-GPU trays, a CPU node, a
+// ComputeDomain of 2 pods with its channel template, one pod bound to a-0 and one pending.
+func twoRacks() *Batch {
+	var b Batch
+	add := func(rec []byte) { b.Add(rec) }
+	for i := 0; i < 4; i++ {
+		add(AppendNode(nil, &facts.Node{Name: fmt.Sprintf("a-%d", i), CliqueLabel: some("u.1"), GPUs: 4}))
 	}
-	for i := 0; i < 3; i++ {
-		for _, cl := range []string{"1", "2"} {
-			objs = append(objs, `{"apiVersion":"v1","kind":"Node","metadata":{"name":"`+string(rune('a'+i))+`-`+cl+`","labels":{"nvidia.com/gpu.clique":"u.`+cl+`"}},"status":{"allocatable":{"nvidia.com/gpu":"4"}}}`)
+	for i := 0; i < 2; i++ {
+		add(AppendNode(nil, &facts.Node{Name: fmt.Sprintf("b-%d", i), CliqueLabel: some("u.2"), GPUs: 4}))
+	}
+	add(AppendNode(nil, &facts.Node{Name: "cpu-0"}))
+	add(AppendDomain(nil, &facts.Domain{Namespace: "ns", Name: "cd", UID: "uid-1", SizeHint: some(uint32(2))}))
+	add(AppendTemplate(nil, &facts.Template{Namespace: "ns", Name: "cd-channel", Domain: some("uid-1")}))
+	claims := []facts.PodClaim{{Name: "channel", Template: some("cd-channel")}}
+	add(AppendPod(nil, &facts.Pod{Namespace: "ns", Name: "p0", NodeName: some("a-0"), Claims: claims, GPUs: 4, CreatedMs: 1}))
+	add(AppendPod(nil, &facts.Pod{Namespace: "ns", Name: "p1", Claims: claims, GPUs: 4, CreatedMs: 2, Priority: -3}))
+	add(AppendPod(nil, &facts.Pod{Namespace: "ns", Name: "web", Owner: some("ReplicaSet/ns/web")}))
+	return &b
+}
+
+func TestFactsBatchThroughTheLibrary(t *testing.T) {
+	c := newTestCluster(t, "")
+	b := twoRacks()
+	if err := c.ApplyFacts(b.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.PreFilter("ns", "p1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Status.Code != CodeSuccess || d.Domain != "uid-1" || !d.Exclusive {
+		t.Fatalf("p1 should be held to its domain's clique: %+v", d)
+	}
+	set := slices.Sorted(slices.Values(d.NodeSet))
+	if want := []string{"a-0", "a-1", "a-2", "a-3"}; !slices.Equal(set, want) {
+		t.Fatalf("node set %v, want %v", set, want)
+	}
+	if v, _, _ := d.Node("b-0", "u.2"); v.Code != CodeUnschedulableAndUnresolvable || !strings.Contains(v.Reason, "already runs in NVLink clique") {
+		t.Fatalf("b-0: %+v", v)
+	}
+	if v, score, scored := d.Node("a-1", "u.1"); v.Code != CodeSuccess || !scored || score <= 0 {
+		t.Fatalf("a-1: %+v score %d scored %v", v, score, scored)
+	}
+	if d, err := c.PreFilter("ns", "web", nil); err != nil || d.Status.Code != CodeSkip {
+		t.Fatalf("a pod without a domain is skipped: %+v %v", d, err)
+	}
+
+	// Preemption's overlay: as if p0 were gone, the domain has not started and p1 may go to
+	// either clique.
+	d, err = c.PreFilter("ns", "p1", []Overlay{{Op: OverlayRemove, Namespace: "ns", Name: "p0"}})
+	if err != nil || d.Status.Code != CodeSuccess || d.Exclusive || len(d.NodeSet) != 6 {
+		t.Fatalf("with p0 removed by the overlay: %+v %v", d, err)
+	}
+	// Removing the bound pod for real.
+	var rm Batch
+	rm.Add(AppendRemove(nil, KindPod, "ns", "p0"))
+	if err := c.ApplyFacts(rm.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	d, err = c.PreFilter("ns", "p1", nil)
+	if err != nil || d.Status.Code != CodeSuccess || d.Exclusive || len(d.NodeSet) != 6 {
+		t.Fatalf("a domain not started is offered both cliques: %+v %v", d, err)
+	}
+}
+
+func TestAMalformedBatchAppliesNothing(t *testing.T) {
+	c := newTestCluster(t, "")
+	b := twoRacks()
+	good := b.Bytes()
+	if err := c.ApplyFacts(good[:len(good)-3]); !errors.Is(err, ErrBadCall) || !strings.Contains(err.Error(), "record") {
+		t.Fatalf("truncated batch: %v", err)
+	}
+	if _, err := c.PreFilter("ns", "p1", nil); !errors.Is(err, ErrUnknownPod) {
+		t.Fatalf("nothing of a malformed batch may be applied: %v", err)
+	}
+	var bad Batch
+	bad.Add(AppendRemove(nil, KindPod, "", "p0"))
+	if err := c.ApplyFacts(bad.Bytes()); !errors.Is(err, ErrBadCall) {
+		t.Fatalf("a pod removal without a namespace: %v", err)
+	}
+}
+
+func TestArgsAreValidatedByThePolicyAndSettingsComeBack(t *testing.T) {
+	rt, err := NewRuntime(GuestWasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = NewCluster(rt, []byte(`{"wholeTrays":"Off"}`))
+	if !errors.Is(err, ErrInvalidArgs) || !strings.Contains(err.Error(), "unknown field `wholeTrays`") {
+		t.Fatalf("unknown field: %v", err)
+	}
+	c, err := NewCluster(rt, []byte(`{"cliqueLabel":"example.com/clique","guestCallTimeout":"750ms","guestMemoryLimitMiB":64}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Settings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Settings{Keys: facts.DefaultKeys, CallTimeoutMs: 750, MemoryLimitMiB: 64}
+	want.CliqueLabel = "example.com/clique"
+	if s != want {
+		t.Fatalf("settings %+v, want %+v", s, want)
+	}
+	c, err = NewCluster(rt, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := c.Settings(); err != nil || s.Keys != facts.DefaultKeys || s.GuestPath != nil || s.CallTimeoutMs != 2000 || s.MemoryLimitMiB != 512 {
+		t.Fatalf("default settings %+v %v", s, err)
+	}
+	if _, err := NewRuntime(nil); !errors.Is(err, ErrLoad) {
+		t.Fatalf("empty component: %v", err)
+	}
+}
+
+func TestEveryCallIsCounted(t *testing.T) {
+	c := newTestCluster(t, "")
+	before, total := c.Crossings(), Crossings()
+	if err := c.ApplyFacts(twoRacks().Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PreFilter("ns", "p1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Assume("ns", "p1", "a-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Forget("ns", "p1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Settings(); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Crossings() - before; got != 5 {
+		t.Fatalf("cluster crossings %d, want 5", got)
+	}
+	if got := Crossings() - total; got < 5 {
+		t.Fatalf("process crossings %d, want at least 5", got)
+	}
+}
+
+func TestDecisionDecoding(t *testing.T) {
+	// status Success, domain "d", exclusive, other Unschedulable "x", one clique, one node, a node set.
+	var b []byte
+	b = append(b, "CDP2"...)
+	b = append(b, 2, 0, 0, 0)
+	b = appendStr(b, "")
+	b = appendStr(b, "x")
+	b = append(b, byte(CodeSuccess), 0, 0, 0, 0)
+	b = appendStr(append(b, 1), "d")
+	b = append(b, 1)
+	b = append(b, byte(CodeUnschedulable), 1, 0, 0, 0)
+	b = append(b, 1, 0, 0, 0)
+	b = appendStr(b, "u.1")
+	b = append(b, byte(CodeSuccess), 0, 0, 0, 0, 70, 0, 0, 0)
+	b = append(b, 1, 0, 0, 0)
+	b = appendStr(b, "a-0")
+	b = append(b, byte(CodeUnschedulable), 1, 0, 0, 0)
+	b = append(b, 1, 1, 0, 0, 0)
+	b = appendStr(b, "a-1")
+	d, err := DecodeDecision(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Domain != "d" || !d.Exclusive || d.Other.Reason != "x" || !slices.Equal(d.NodeSet, []string{"a-1"}) {
+		t.Fatalf("decoded %+v", d)
+	}
+	for _, c := range []struct {
+		node, clique string
+		code         Code
+		score        int64
+	}{{"a-0", "u.1", CodeUnschedulable, 0}, {"a-1", "u.1", CodeSuccess, 70}, {"z", "", CodeUnschedulable, 0}} {
+		v, score, _ := d.Node(c.node, c.clique)
+		if v.Code != c.code || score != c.score {
+			t.Errorf("%s: %v %d, want %v %d", c.node, v.Code, score, c.code, c.score)
 		}
 	}
-	objs = append(objs, `{"apiVersion":"v1","kind":"Node","metadata":{"name":"a-0","labels":{"nvidia.com/gpu.clique":"u.1"}},"status":{"allocatable":{"nvidia.com/gpu":"4"}}}`)
-	for _, o := range objs {
-		if _, err := c.Apply([]byte(o)); err != nil {
-			t.Fatalf("%s: %v", o, err)
+	for i := 4; i < len(b); i++ {
+		if _, err := DecodeDecision(b[:i]); err == nil {
+			t.Fatalf("a decision cut at byte %d must be an error", i)
 		}
 	}
-	for _, pod := range []string{"p0", "p1", "web"} {
-		packed, err := c.PreFilter("ns", pod, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		viaJSON, err := c.PreFilterJSON("ns", pod, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(packed, viaJSON) {
-			t.Fatalf("%s: packed %+v\nJSON %+v", pod, packed, viaJSON)
-		}
+	bad := slices.Clone(b)
+	bad[4+4+4+4+1] = 9 // the status code
+	if _, err := DecodeDecision(bad); err == nil || !strings.Contains(err.Error(), "is not a cdplace_code_t") {
+		t.Fatalf("bad code: %v", err)
 	}
-	d, _ := c.PreFilter("ns", "p1", nil)
-	if !d.Exclusive || len(d.AllowedNodes) != 4 || d.Status.Code != "Success" {
-		t.Fatalf("p1 should be held to clique u.1's four nodes: %+v", d)
-	}
-	if _, err := unpack([]byte("CDP1\x05")); err == nil {
-		t.Fatal("a truncated decision must be an error")
+	if _, err := DecodeDecision(append(slices.Clone(b), 0)); err == nil {
+		t.Fatal("trailing bytes must be an error")
 	}
 }

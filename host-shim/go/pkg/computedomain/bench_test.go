@@ -14,8 +14,6 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/queuesort"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
-
-	"github.com/cdplace/cdplace/host-shim/go/internal/cdplace"
 )
 
 // fleet is 5,004 trays in 278 cliques of 18, about 70% of them running domains of 1..18 pods,
@@ -110,28 +108,8 @@ func BenchmarkSchedulingCycle5000Nodes(b *testing.B) {
 			}
 		}
 	})
-	// The same view evaluated by the policy compiled natively into the library: the difference
-	// is what running the policy as a wasm component costs.
-	native, err := cdplace.NewNativeCluster(nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, o := range e.objects {
-		j, err := withKind(o)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := native.Apply(j); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.Run("policy-call-only-native/ComputeDomain-pod", func(b *testing.B) {
-		for b.Loop() {
-			if _, err := native.PreFilter(pending.Namespace, pending.Name, nil); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+	// The policy compiled natively (what running it as a wasm component costs) is measured by
+	// the test kit's bench (`make bench`): the native evaluator is not linked into the scheduler.
 	b.Run("with-plugin/plain-GPU-pod", func(b *testing.B) {
 		for b.Loop() {
 			cycle(b, e.fh, e, infos, plain)

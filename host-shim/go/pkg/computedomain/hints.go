@@ -10,10 +10,12 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/util"
+
+	"github.com/cdplace/cdplace/host-shim/go/internal/facts"
 )
 
 // DomainLabel is the node label the NVIDIA driver sets at Prepare and removes at Unprepare.
-const DomainLabel = "resource.nvidia.com/computeDomain"
+const DomainLabel = facts.DomainLabel
 
 // Custom resources are named resource.version.group for the scheduler's dynamic informers.
 const (
@@ -24,15 +26,21 @@ const (
 // EventsToRegister implements fwk.EnqueueExtensions: a rejected ComputeDomain pod is retried
 // only when something that could help happens.
 func (p *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
-	return []fwk.ClusterEventWithHint{
+	events := []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: p.isSchedulableAfterPodDeleted},
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Add}, QueueingHintFn: p.isSchedulableAfterPodBound},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint | fwk.UpdateNodeAllocatable}, QueueingHintFn: p.isSchedulableAfterNodeChange},
 		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: p.isSchedulableAfterClaimChange},
 		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: p.isSchedulableAfterSliceChange},
-		{Event: fwk.ClusterEvent{Resource: computeDomainResource, ActionType: fwk.Add | fwk.Delete}, QueueingHintFn: p.isSchedulableAfterComputeDomainChange},
 		{Event: fwk.ClusterEvent{Resource: claimTemplateResource, ActionType: fwk.Add}, QueueingHintFn: p.isSchedulableAfterTemplateAdded},
-	}, nil
+	}
+	// Only when the API was served at start: the scheduler waits for the informer of every
+	// registered resource to sync before it schedules anything, and one for a resource that is
+	// not served never does.
+	if p.domainEvents {
+		events = append(events, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: computeDomainResource, ActionType: fwk.Add | fwk.Delete}, QueueingHintFn: p.isSchedulableAfterComputeDomainChange})
+	}
+	return events, nil
 }
 
 // isSchedulableAfterPodDeleted: a placed pod that held GPUs or claims freed its tray.
@@ -41,7 +49,7 @@ func (p *Plugin) isSchedulableAfterPodDeleted(logger klog.Logger, pod *v1.Pod, o
 	if err != nil {
 		return fwk.Queue, err
 	}
-	if p.usesAccelerators(deleted) {
+	if len(deleted.Spec.ResourceClaims) > 0 || facts.PodGPUs(deleted, p.keys) > 0 {
 		logger.V(5).Info("pod holding accelerators deleted", "pod", klog.KObj(pod), "deleted", klog.KObj(deleted))
 		return fwk.Queue, nil
 	}

@@ -12,12 +12,12 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
 
-	"github.com/cdplace/cdplace/host-shim/go/internal/cdplace"
+	"github.com/cdplace/cdplace/host-shim/go/internal/facts"
 )
 
 func TestQueueingHints(t *testing.T) {
 	logger, _ := ktesting.NewTestContext(t)
-	p := &Plugin{keys: cdplace.Keys{CliqueLabel: "nvidia.com/gpu.clique", GPUResourceName: "nvidia.com/gpu", GPUDriver: "gpu.nvidia.com"}}
+	p := &Plugin{keys: facts.DefaultKeys, domainEvents: true}
 	target := cdPod("cd", "p1")
 	target.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "channel", ResourceClaimName: ptr.To("p1-channel-abcde")}}
 

@@ -1,12 +1,22 @@
 // Package computedomain is the ComputeDomainPlacement scheduler plugin: a thin framework adapter
-// over the cdplace policy component.
+// over the cdplace policy component. It pays only for ComputeDomain pods: which pods those are
+// is decided in Go from informer facts, every other pod is skipped without a call into the
+// policy, and only facts that the policy uses cross into it, batched.
 //
-// File map: plugin.go (factory and extension points), state.go (CycleState), hints.go
-// (EventsToRegister and QueueingHints), informers.go (feeding the policy's cluster view).
+// File map:
+//   - plugin.go: the factory and the extension points.
+//   - decide.go: one policy decision per pod (reuse, preemption's overlay), statuses.
+//   - state.go: CycleState.
+//   - hints.go: EventsToRegister and the QueueingHints.
+//   - classify.go: which pods are ComputeDomain pods.
+//   - feed.go: the cluster view's feed (records, change detection, the pending batch, flushing).
+//   - feed_objects.go, feed_pods.go: the feed per kind; which pods the view has.
+//   - informers.go: the informers the feed listens to.
+//   - crd.go: whether the ComputeDomain API is served.
+//   - reuse.go: decision reuse across the pods of a domain.
 //
-// PreFilter makes one policy call per ComputeDomain pod and stores the decision in CycleState;
-// Filter and Score read it (no cgo or guest call per node). Pods without resource claims are
-// skipped in Go without any call.
+// PreFilter makes at most one policy call per ComputeDomain pod and stores the decision in
+// CycleState; Filter and Score read it (no call per node).
 package computedomain
 
 import (
@@ -14,7 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"sync"
 	"time"
 
@@ -22,12 +31,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/cdplace/cdplace/host-shim/go/apis/config"
 	"github.com/cdplace/cdplace/host-shim/go/internal/cdplace"
+	"github.com/cdplace/cdplace/host-shim/go/internal/facts"
 )
 
 // Name is the plugin's name in profiles and pluginConfig.
@@ -36,10 +45,15 @@ const Name = "ComputeDomainPlacement"
 // Plugin is the ComputeDomainPlacement plugin.
 type Plugin struct {
 	handle  fwk.Handle
-	args    *config.ComputeDomainPlacementArgs
 	cluster *cdplace.Cluster
-	keys    cdplace.Keys
+	keys    facts.Keys
 	feed    *feed
+	crd     *crdWatch
+	reuse   *decisions
+	// domainEvents: the ComputeDomain API was served at start, so its events are registered
+	// (registering them otherwise would hold the scheduler's start on an informer that never
+	// syncs).
+	domainEvents bool
 }
 
 var (
@@ -53,59 +67,93 @@ var (
 	_ fwk.SignPlugin          = &Plugin{}
 )
 
-// runtimes caches compiled components per source, so profiles share one.
-var runtimes sync.Map // key string -> *cdplace.Runtime
+// argsPath is where the args sit in the scheduler's configuration, for messages.
+var argsPath = field.NewPath("pluginConfig").Key(Name).Child("args")
 
-func loadRuntime(args *config.ComputeDomainPlacementArgs) (*cdplace.Runtime, error) {
-	key := fmt.Sprintf("%s|%d|%s", args.GuestPath, args.MemoryLimitBytes(), args.CallTimeout())
-	if rt, ok := runtimes.Load(key); ok {
+// runtimes caches compiled components per source ("" for the embedded one), so profiles
+// share one.
+var runtimes sync.Map // string -> *cdplace.Runtime
+
+func loadRuntime(guestPath string) (*cdplace.Runtime, error) {
+	if rt, ok := runtimes.Load(guestPath); ok {
 		return rt.(*cdplace.Runtime), nil
 	}
 	wasm := cdplace.GuestWasm
-	if args.GuestPath != "" {
-		b, err := os.ReadFile(args.GuestPath)
+	if guestPath != "" {
+		b, err := os.ReadFile(guestPath)
 		if err != nil {
-			return nil, fmt.Errorf("reading guestPath: %w", err)
+			return nil, fmt.Errorf("%s: reading the policy component: %w", argsPath.Child("guestPath"), err)
 		}
 		wasm = b
 	}
-	rt, err := cdplace.NewRuntime(wasm, args.MemoryLimitBytes(), args.CallTimeout())
+	rt, err := cdplace.NewRuntime(wasm)
 	if err != nil {
 		return nil, err
 	}
-	actual, _ := runtimes.LoadOrStore(key, rt)
+	actual, _ := runtimes.LoadOrStore(guestPath, rt)
 	return actual.(*cdplace.Runtime), nil
 }
 
-// New is the plugin factory: it decodes and validates the args (exact errors), compiles the
-// component once per process, and starts feeding the cluster view from the scheduler's informers.
+// newCluster makes the cluster view from the raw args, validated by the policy (its message
+// is returned as it is, under the args' path). With guestPath set, the component there makes
+// the cluster (the embedded one validated the args and read the path).
+func newCluster(args []byte) (*cdplace.Cluster, cdplace.Settings, error) {
+	cluster, s, err := clusterOn("", args)
+	if err != nil || s.GuestPath == nil {
+		return cluster, s, err
+	}
+	return clusterOn(*s.GuestPath, args)
+}
+
+func clusterOn(guestPath string, args []byte) (*cdplace.Cluster, cdplace.Settings, error) {
+	rt, err := loadRuntime(guestPath)
+	if err != nil {
+		return nil, cdplace.Settings{}, err
+	}
+	cluster, err := cdplace.NewCluster(rt, args)
+	if errors.Is(err, cdplace.ErrInvalidArgs) {
+		return nil, cdplace.Settings{}, fmt.Errorf("%s: %w", argsPath, err)
+	}
+	if err != nil {
+		return nil, cdplace.Settings{}, err
+	}
+	s, err := cluster.Settings()
+	return cluster, s, err
+}
+
+// New is the plugin factory: it passes the args to the policy (their only validator), compiles
+// the component once per process, and starts feeding the cluster view from the scheduler's
+// informers.
 func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	args, err := config.Decode(obj)
 	if err != nil {
 		return nil, err
 	}
-	if err := config.Validate(field.NewPath("pluginConfig").Key(Name).Child("args"), args); err != nil {
-		return nil, err
-	}
 	if h == nil {
 		return nil, fmt.Errorf("%s needs a framework handle", Name)
 	}
-	rt, err := loadRuntime(args)
+	cluster, settings, err := newCluster(args)
 	if err != nil {
 		return nil, err
 	}
-	cluster, err := cdplace.NewCluster(rt, args.PolicyArgs())
+	logger := klog.FromContext(ctx)
+	f := newFeed(logger, cluster, settings.Keys)
+	in, err := startInformers(ctx, h, f)
 	if err != nil {
 		return nil, err
 	}
-	keys, err := cluster.Keys()
-	if err != nil {
-		return nil, err
+	p := &Plugin{handle: h, cluster: cluster, keys: settings.Keys, feed: f, reuse: newDecisions(func() time.Time { return timeNow() })}
+	p.crd = &crdWatch{logger: logger, start: in.startDomains, now: func() time.Time { return timeNow() }}
+	if cs := h.ClientSet(); cs != nil {
+		p.crd.client = cs.Discovery()
+		p.crd.check()
 	}
-	p := &Plugin{handle: h, args: args, cluster: cluster, keys: keys}
-	p.feed, err = startFeed(ctx, h, cluster)
-	if err != nil {
-		return nil, err
+	p.domainEvents = p.crd.served
+	if !p.crd.served {
+		logger.Info("ComputeDomainPlacement: " + noCRDReason + "; ComputeDomain pods wait until it is, other pods are not affected")
+		if p.crd.client != nil {
+			go p.crd.tick(ctx)
+		}
 	}
 	return p, nil
 }
@@ -113,145 +161,72 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 // Name implements fwk.Plugin.
 func (p *Plugin) Name() string { return Name }
 
-// Cluster exposes the policy's cluster view (tests and benchmarks feed it directly).
+// Cluster exposes the policy's cluster view (tests and benchmarks).
 func (p *Plugin) Cluster() *cdplace.Cluster { return p.cluster }
 
-// HasSynced reports whether the cluster view has seen every informer's initial list.
+// HasSynced reports whether the cluster view has seen every started informer's initial list.
 func (p *Plugin) HasSynced() bool { return p.feed.synced() }
 
-// mayBeComputeDomainPod is the free pre-check: only a pod with resource claims can hold a
-// ComputeDomain channel.
-func mayBeComputeDomainPod(pod *v1.Pod) bool {
-	return len(pod.Spec.ResourceClaims) > 0
-}
-
-func statusOf(v cdplace.Verdict) *fwk.Status {
-	switch v.Code {
-	case "Success":
-		return nil
-	case "Skip":
-		return fwk.NewStatus(fwk.Skip)
-	case "Unschedulable":
-		return fwk.NewStatus(fwk.Unschedulable, v.Reason)
-	case "UnschedulableAndUnresolvable":
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, v.Reason)
-	default:
-		return fwk.AsStatus(fmt.Errorf("computedomain policy: %s", v.Reason))
-	}
-}
-
-// decide runs the policy for a pod, adding the pod to the view first if the informer has not
-// delivered it yet. A guest failure becomes an Error status: the pod fails closed and retries.
-func (p *Plugin) decide(pod *v1.Pod, overlay []cdplace.Overlay) (*cdplace.Decision, *fwk.Status) {
-	d, err := p.cluster.PreFilter(pod.Namespace, pod.Name, overlay)
-	if errors.Is(err, cdplace.ErrUnknownPod) {
-		if err = p.feed.applyPod(pod); err == nil {
-			d, err = p.cluster.PreFilter(pod.Namespace, pod.Name, overlay)
-		}
-	}
-	if err != nil {
-		return nil, fwk.AsStatus(fmt.Errorf("computedomain policy failed for pod %s/%s: %w", pod.Namespace, pod.Name, err))
-	}
-	return d, nil
-}
-
-// PreFilter implements fwk.PreFilterPlugin.
-func (p *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	if !mayBeComputeDomainPod(pod) {
+// PreFilter implements fwk.PreFilterPlugin: Skip at once for a pod that is not a ComputeDomain
+// pod; for one, the policy's decision (at most one call) goes to CycleState and its node set
+// becomes the PreFilterResult.
+func (p *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	domain, cd := p.feed.isComputeDomainPod(pod)
+	if !cd {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	if !p.feed.synced() {
-		// Only right after start-up: wait for the initial lists rather than decide on a partial
-		// view; if they do not arrive, an Error status retries the pod with backoff.
-		waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if !cache.WaitForCacheSync(waitCtx.Done(), p.feed.synced) {
-			return nil, fwk.AsStatus(errors.New("ComputeDomainPlacement: the cluster view has not synced with its informers yet"))
-		}
+	logger := klog.FromContext(ctx)
+	if p.crd.client == nil || !p.crd.Served() {
+		logger.V(5).Info("ComputeDomainPlacement rejected pod", "pod", klog.KObj(pod), "reason", noCRDReason)
+		return nil, fwk.NewStatus(fwk.Unschedulable, noCRDReason)
 	}
-	d, st := p.decide(pod, nil)
+	if st := p.waitForSync(ctx); st != nil {
+		return nil, st
+	}
+	d, st := p.decide(pod, domain)
 	if st != nil {
 		return nil, st
 	}
-	if d.Status.Code == "Skip" {
+	if d.Status.Code == cdplace.CodeSkip {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	// Written even on rejection: preemption's RemovePod may turn it around.
 	cs.Write(stateKey, &state{decision: d})
 	if st := statusOf(d.Status); st != nil {
-		klog.FromContext(ctx).V(5).Info("ComputeDomainPlacement rejected pod", "pod", klog.KObj(pod), "reason", d.Status.Reason)
+		logger.V(5).Info("ComputeDomainPlacement rejected pod", "pod", klog.KObj(pod), "reason", d.Status.Reason)
 		return nil, st
 	}
-	if d.Exclusive {
-		return &fwk.PreFilterResult{NodeNames: sets.New(d.AllowedNodes...)}, nil
+	if d.NodeSet != nil {
+		return &fwk.PreFilterResult{NodeNames: sets.New(d.NodeSet...)}, nil
 	}
-	// A domain that has not started: hand the framework the nodes of the best-fitting cliques
-	// only. Best fit then holds whatever percentageOfNodesToScore says (the framework filters
-	// every node of a PreFilterResult this small), the other nodes are never filtered, and the
-	// profile can keep the scheduler's adaptive node sampling for every other pod.
-	return p.candidates(d, nodes), nil
-}
-
-// candidateCliques is how many of the best-fitting cliques a domain that has not started is
-// offered. More than one, so that a clique whose trays fail another plugin's Filter (a taint,
-// CPU or memory taken by other pods) does not leave the pod waiting while another clique fits.
-const candidateCliques = 3
-
-// candidates returns the nodes of the candidateCliques best-scoring fitting cliques (ties at the
-// cut-off included), or nil when no clique fits (Filter gives each node its reason then).
-func (p *Plugin) candidates(d *cdplace.Decision, nodes []fwk.NodeInfo) *fwk.PreFilterResult {
-	scores := make([]int64, 0, len(d.Cliques))
-	for _, v := range d.Cliques {
-		if v.Code == "Success" {
-			scores = append(scores, v.Score)
-		}
-	}
-	if len(scores) == 0 {
-		return nil
-	}
-	slices.Sort(scores)
-	cut := scores[max(0, len(scores)-candidateCliques)]
-	names := sets.New[string]()
-	for _, ni := range nodes {
-		node := ni.Node()
-		if node == nil {
-			continue
-		}
-		if v, ok := d.Cliques[node.Labels[p.keys.CliqueLabel]]; ok && v.Code == "Success" && v.Score >= cut {
-			names.Insert(node.Name)
-		}
-	}
-	return &fwk.PreFilterResult{NodeNames: names}
+	return nil, nil
 }
 
 // PreFilterExtensions implements fwk.PreFilterPlugin.
 func (p *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return p }
 
 // AddPod implements fwk.PreFilterExtensions: re-decides as if podInfoToAdd were nominated to
-// the node (one policy call; preemption only).
-func (p *Plugin) AddPod(_ context.Context, cs fwk.CycleState, pod *v1.Pod, podInfoToAdd fwk.PodInfo, nodeInfo fwk.NodeInfo) *fwk.Status {
-	added := podInfoToAdd.GetPod()
-	return p.reDecide(cs, pod, cdplace.Overlay{Op: "add", Namespace: added.Namespace, Name: added.Name, Node: nodeInfo.Node().Name})
+// the node (one policy call; preemption only). A pod that would not count there changes nothing.
+func (p *Plugin) AddPod(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, podInfoToAdd fwk.PodInfo, nodeInfo fwk.NodeInfo) *fwk.Status {
+	added, node := podInfoToAdd.GetPod(), nodeInfo.Node().Name
+	counts, err := p.feed.placeable(added, node, false)
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("ComputeDomainPlacement: a pod preemption would add is not in the policy's view", "pod", klog.KObj(added), "err", err)
+	}
+	if !counts {
+		return nil
+	}
+	return p.reDecide(cs, pod, cdplace.Overlay{Op: cdplace.OverlayAdd, Namespace: added.Namespace, Name: added.Name, Node: node})
 }
 
-// RemovePod implements fwk.PreFilterExtensions: re-decides as if podInfoToRemove were gone.
+// RemovePod implements fwk.PreFilterExtensions: re-decides as if podInfoToRemove were gone. A
+// pod the view does not have changes nothing.
 func (p *Plugin) RemovePod(_ context.Context, cs fwk.CycleState, pod *v1.Pod, podInfoToRemove fwk.PodInfo, _ fwk.NodeInfo) *fwk.Status {
 	removed := podInfoToRemove.GetPod()
-	return p.reDecide(cs, pod, cdplace.Overlay{Op: "remove", Namespace: removed.Namespace, Name: removed.Name})
-}
-
-func (p *Plugin) reDecide(cs fwk.CycleState, pod *v1.Pod, op cdplace.Overlay) *fwk.Status {
-	s, err := getState(cs)
-	if err != nil {
-		return fwk.AsStatus(err)
+	if !p.feed.podInView(removed.Namespace, removed.Name) {
+		return nil
 	}
-	overlay := append(append([]cdplace.Overlay(nil), s.overlay...), op)
-	d, st := p.decide(pod, overlay)
-	if st != nil {
-		return st
-	}
-	s.decision, s.overlay = d, overlay
-	return nil
+	return p.reDecide(cs, pod, cdplace.Overlay{Op: cdplace.OverlayRemove, Namespace: removed.Namespace, Name: removed.Name})
 }
 
 // Filter implements fwk.FilterPlugin: a lookup in the PreFilter decision.
@@ -261,7 +236,7 @@ func (p *Plugin) Filter(_ context.Context, cs fwk.CycleState, _ *v1.Pod, nodeInf
 		return fwk.AsStatus(err)
 	}
 	node := nodeInfo.Node()
-	v, _ := s.decision.Node(node.Name, node.Labels[p.keys.CliqueLabel])
+	v, _, _ := s.decision.Node(node.Name, node.Labels[p.keys.CliqueLabel])
 	return statusOf(v)
 }
 
@@ -280,67 +255,60 @@ func (p *Plugin) Score(_ context.Context, cs fwk.CycleState, _ *v1.Pod, nodeInfo
 		return 0, fwk.AsStatus(err)
 	}
 	node := nodeInfo.Node()
-	v, ok := s.decision.Node(node.Name, node.Labels[p.keys.CliqueLabel])
-	if !ok {
-		return 0, nil
-	}
-	return v.Score, nil
+	_, score, _ := s.decision.Node(node.Name, node.Labels[p.keys.CliqueLabel])
+	return score, nil
 }
 
 // ScoreExtensions implements fwk.ScorePlugin; scores are already in [0, 100].
 func (p *Plugin) ScoreExtensions() fwk.ScoreExtensions { return nil }
 
-// usesAccelerators tells which pods can change a tray's state: GPUs or claims.
-func (p *Plugin) usesAccelerators(pod *v1.Pod) bool {
-	if len(pod.Spec.ResourceClaims) > 0 {
-		return true
-	}
-	gpu := v1.ResourceName(p.keys.GPUResourceName)
-	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for _, c := range cs {
-			if q, ok := c.Resources.Requests[gpu]; ok && !q.IsZero() {
-				return true
-			}
-			if q, ok := c.Resources.Limits[gpu]; ok && !q.IsZero() {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// Reserve implements fwk.ReservePlugin: the assumed placement counts at once for the next pods.
-func (p *Plugin) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
-	if !p.usesAccelerators(pod) {
+// Reserve implements fwk.ReservePlugin: the assumed placement counts at once for the next pods
+// when the pod counts there (a ComputeDomain pod, or a pod with GPUs or claims on a tray of a
+// clique); any other pod costs nothing.
+func (p *Plugin) Reserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	counts, err := p.feed.placeable(pod, nodeName, true)
+	if err != nil {
+		// Not in the view (its object is invalid): it cannot be counted, nor be a
+		// ComputeDomain pod here (PreFilter rejected those).
+		klog.FromContext(ctx).V(2).Info("ComputeDomainPlacement: reserved pod not counted", "pod", klog.KObj(pod), "err", err)
 		return nil
 	}
-	err := p.cluster.Assume(pod.Namespace, pod.Name, nodeName)
-	if errors.Is(err, cdplace.ErrUnknownPod) {
-		if err = p.feed.applyPod(pod); err == nil {
-			err = p.cluster.Assume(pod.Namespace, pod.Name, nodeName)
-		}
+	if !counts {
+		return nil
 	}
+	if err := p.feed.flush(); err != nil {
+		return fwk.AsStatus(fmt.Errorf("computedomain: reserving %s/%s on %s: %w", pod.Namespace, pod.Name, nodeName, err))
+	}
+	err = p.cluster.Assume(pod.Namespace, pod.Name, nodeName)
+	p.feed.bump()
 	if err != nil {
+		p.feed.unassume(pod.Namespace, pod.Name)
 		return fwk.AsStatus(fmt.Errorf("computedomain: reserving %s/%s on %s: %w", pod.Namespace, pod.Name, nodeName, err))
 	}
 	return nil
 }
 
-// Unreserve implements fwk.ReservePlugin.
+// Unreserve implements fwk.ReservePlugin: undoes what Reserve counted.
 func (p *Plugin) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) {
-	if !p.usesAccelerators(pod) {
+	if !p.feed.unassume(pod.Namespace, pod.Name) {
 		return
 	}
-	if err := p.cluster.Forget(pod.Namespace, pod.Name); err != nil {
+	err := p.feed.flush()
+	if err == nil {
+		err = p.cluster.Forget(pod.Namespace, pod.Name)
+		p.feed.bump()
+	}
+	if err != nil {
 		klog.FromContext(ctx).Error(err, "ComputeDomainPlacement: unreserve failed", "pod", klog.KObj(pod), "node", nodeName)
 	}
+	p.feed.resyncPod(pod.Namespace, pod.Name)
 }
 
-// SignPod implements fwk.SignPlugin. A pod with claims is decided against the latest cluster
+// SignPod implements fwk.SignPlugin. A ComputeDomain pod is decided against the latest cluster
 // state (gang and clique rules), so it is never batched; any other pod is skipped by this
 // plugin and adds nothing to the signature.
 func (p *Plugin) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	if mayBeComputeDomainPod(pod) {
+	if _, cd := p.feed.isComputeDomainPod(pod); cd {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "ComputeDomain pods are decided one at a time")
 	}
 	return nil, nil

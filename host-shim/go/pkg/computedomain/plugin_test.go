@@ -133,12 +133,27 @@ type env struct {
 	fh     framework.Framework
 	plugin *Plugin
 	client *fake.Clientset
+	dyn    *dynfake.FakeDynamicClient
 	nodes  []*v1.Node
 	// objects fed to the API (benchmarks replay them).
 	objects []any
 }
 
+// servesComputeDomains makes the fake API server's discovery list the ComputeDomain API.
+func servesComputeDomains(client *fake.Clientset) {
+	client.Resources = append(client.Resources, &metav1.APIResourceList{
+		GroupVersion: ComputeDomainGVR.GroupVersion().String(),
+		APIResources: []metav1.APIResource{{Name: ComputeDomainGVR.Resource, Kind: "ComputeDomain", Namespaced: true}},
+	})
+}
+
 func newEnv(t testing.TB, args string, nodes []*v1.Node, cds []*unstructured.Unstructured, objs ...runtime.Object) *env {
+	t.Helper()
+	return newEnvWith(t, true, args, nodes, cds, objs...)
+}
+
+// newEnvWith is newEnv with the ComputeDomain API served or not.
+func newEnvWith(t testing.TB, crd bool, args string, nodes []*v1.Node, cds []*unstructured.Unstructured, objs ...runtime.Object) *env {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	if _, bench := t.(*testing.B); bench {
@@ -158,6 +173,9 @@ func newEnv(t testing.TB, args string, nodes []*v1.Node, cds []*unstructured.Uns
 		}
 	}
 	client := fake.NewSimpleClientset(all...)
+	if crd {
+		servesComputeDomains(client)
+	}
 	informerFactory := informers.NewSharedInformerFactory(client, 0)
 	scheme := runtime.NewScheme()
 	dynObjs := make([]runtime.Object, 0, len(cds))
@@ -202,18 +220,39 @@ func newEnv(t testing.TB, args string, nodes []*v1.Node, cds []*unstructured.Uns
 	}); err != nil {
 		t.Fatalf("plugin never synced: %v", err)
 	}
-	return &env{t: t, ctx: ctx, fh: fh, plugin: plugin, client: client, nodes: nodes}
+	return &env{t: t, ctx: ctx, fh: fh, plugin: plugin, client: client, dyn: dyn, nodes: nodes}
 }
 
-// apply feeds an object straight into the plugin's view, as the informer would.
-func (e *env) apply(obj any) {
+// apply feeds objects straight into the plugin's view, as the informers would, and applies
+// the batch.
+func (e *env) apply(objs ...any) {
 	e.t.Helper()
-	b, err := withKind(obj)
-	if err != nil {
+	for _, o := range objs {
+		feedObject(e.t, e.plugin.feed, o)
+	}
+	if err := e.plugin.feed.flush(); err != nil {
 		e.t.Fatal(err)
 	}
-	if _, err := e.plugin.Cluster().Apply(b); err != nil {
-		e.t.Fatal(err)
+}
+
+// feedObject hands an object to the feed's handler for its kind.
+func feedObject(t testing.TB, f *feed, obj any) {
+	t.Helper()
+	switch o := obj.(type) {
+	case *v1.Node:
+		f.upsertNode(o)
+	case *v1.Pod:
+		f.upsertPod(o)
+	case *resourceapi.ResourceClaim:
+		f.upsertClaim(o)
+	case *resourceapi.ResourceClaimTemplate:
+		f.upsertTemplate(o)
+	case *resourceapi.ResourceSlice:
+		f.upsertSlice(o)
+	case *unstructured.Unstructured:
+		f.upsertDomain(o)
+	default:
+		t.Fatalf("no handler for %T", obj)
 	}
 }
 

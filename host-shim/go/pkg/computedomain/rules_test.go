@@ -91,8 +91,9 @@ func TestPreFilterRejectionsCarryThePolicyReason(t *testing.T) {
 		channelTemplate("six", "uid-six"), channelTemplate("big", "uid-big"), six, big)
 	wantCode(t, "6-GPU domain", e.schedule(six).preFilter, fwk.UnschedulableAndUnresolvable,
 		"requests 2 of 4 GPUs per tray; would strand 2")
-	wantCode(t, "24-tray domain", e.schedule(big).preFilter, fwk.UnschedulableAndUnresolvable,
-		"needs 24 trays in one NVLink clique, but the largest clique has 18 usable trays")
+	r := e.schedule(big)
+	wantCode(t, "24-tray domain", r.preFilter, fwk.UnschedulableAndUnresolvable, "needs 24 trays in one NVLink clique")
+	wantCode(t, "24-tray domain", r.preFilter, fwk.UnschedulableAndUnresolvable, "but the largest clique has 18 usable trays")
 }
 
 func TestOneDomainPerNodeAndTheStaleLabel(t *testing.T) {
@@ -165,9 +166,19 @@ func TestReserveCountsAtOnceAndUnreserveRestores(t *testing.T) {
 func TestInformerUpdatesReachThePolicy(t *testing.T) {
 	nodes := rack("a", 1, 2)
 	p := cdPod("cd", "p")
-	e := newEnv(t, "", nodes, []*unstructured.Unstructured{computeDomain("cd", "uid-cd", 2)}, p)
-	wantCode(t, "no template", e.schedule(p).preFilter, fwk.UnschedulableAndUnresolvable, "which does not exist")
+	e := newEnv(t, "", nodes, nil, p)
+	// No template yet: nothing names a domain, so the pod is not a ComputeDomain pod (and DRA
+	// holds it until its claim can be made).
+	if r := e.schedule(p); !r.skipped {
+		t.Fatalf("a pod whose claim names no domain yet is skipped: %v", r.preFilter)
+	}
 	if _, err := e.client.ResourceV1().ResourceClaimTemplates(ns).Create(e.ctx, channelTemplate("cd", "uid-cd"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return e.schedule(p).preFilter.Code() == fwk.UnschedulableAndUnresolvable })
+	wantCode(t, "no domain", e.schedule(p).preFilter, fwk.UnschedulableAndUnresolvable, "ComputeDomain with UID uid-cd (named by ResourceClaimTemplate team-a/cd-channel) does not exist")
+	// The ComputeDomain arrives through the dynamic informer.
+	if _, err := e.dyn.Resource(ComputeDomainGVR).Namespace(ns).Create(e.ctx, computeDomain("cd", "uid-cd", 2), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { return e.schedule(p).preFilter.IsSuccess() })

@@ -1,0 +1,153 @@
+package cdplace
+
+// #include "cdplace.h"
+import "C"
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+
+	"github.com/cdplace/cdplace/host-shim/go/internal/facts"
+)
+
+// Runtime is the compiled policy component; safe for concurrent use.
+type Runtime struct {
+	ptr *C.cdplace_runtime_t
+}
+
+// NewRuntime compiles a component. Limits are per cluster (from its args), not here.
+func NewRuntime(wasm []byte) (*Runtime, error) {
+	if len(wasm) == 0 {
+		return nil, &Error{Kind: ErrLoad, Message: "cdplace: the policy component is empty (run `make guest`)"}
+	}
+	var out *C.cdplace_runtime_t
+	p, n := bytesOf(wasm)
+	crossings.Add(1)
+	err := take(C.cdplace_runtime_new(p, n, &out))
+	runtime.KeepAlive(wasm)
+	if err != nil {
+		return nil, err
+	}
+	r := &Runtime{ptr: out}
+	runtime.SetFinalizer(r, func(r *Runtime) { C.cdplace_runtime_delete(r.ptr) })
+	return r, nil
+}
+
+// Cluster is the cluster view and the policy instances deciding on it; safe for concurrent use.
+type Cluster struct {
+	ptr       *C.cdplace_cluster_t
+	rt        *Runtime // keeps the runtime alive
+	crossings atomic.Uint64
+}
+
+// NewCluster makes a cluster view under the plugin arguments: the raw pluginConfig args as a
+// JSON object, every field (the policy is their only validator). Invalid arguments give an
+// error wrapping ErrInvalidArgs with the policy's message.
+func NewCluster(rt *Runtime, args []byte) (*Cluster, error) {
+	var out *C.cdplace_cluster_t
+	p, n := charsOf(args)
+	crossings.Add(1)
+	err := take(C.cdplace_cluster_new(rt.ptr, p, n, &out))
+	runtime.KeepAlive(args)
+	runtime.KeepAlive(rt)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{ptr: out, rt: rt}
+	runtime.SetFinalizer(c, func(c *Cluster) { C.cdplace_cluster_delete(c.ptr) })
+	return c, nil
+}
+
+// Crossings is how many calls were made into the library for this cluster.
+func (c *Cluster) Crossings() uint64 { return c.crossings.Load() }
+
+func (c *Cluster) cross() {
+	c.crossings.Add(1)
+	crossings.Add(1)
+}
+
+// Settings are what the host takes from the validated arguments.
+type Settings struct {
+	// Keys configure fact extraction.
+	facts.Keys
+	// GuestPath is the component to load instead of the embedded one, nil for the embedded.
+	GuestPath *string `json:"guestPath"`
+	// CallTimeoutMs bounds one policy call.
+	CallTimeoutMs uint64 `json:"callTimeoutMs"`
+	// MemoryLimitMiB bounds one policy instance's memory.
+	MemoryLimitMiB uint64 `json:"memoryLimitMiB"`
+}
+
+// Settings returns the validated arguments the host needs.
+func (c *Cluster) Settings() (Settings, error) {
+	var out C.cdplace_bytes_t
+	c.cross()
+	err := take(C.cdplace_cluster_settings(c.ptr, &out))
+	runtime.KeepAlive(c)
+	if err != nil {
+		return Settings{}, err
+	}
+	var s Settings
+	if err := json.Unmarshal(takeBytes(&out), &s); err != nil {
+		return Settings{}, fmt.Errorf("cdplace: decoding the cluster's settings: %w", err)
+	}
+	return s, nil
+}
+
+// ApplyFacts applies a packed facts batch (Batch.Bytes) in one call: decoded whole first, so a
+// malformed batch applies nothing (ErrBadCall naming the byte offset and record).
+func (c *Cluster) ApplyFacts(batch []byte) error {
+	p, n := bytesOf(batch)
+	c.cross()
+	err := take(C.cdplace_cluster_apply_facts(c.ptr, p, n))
+	runtime.KeepAlive(batch)
+	runtime.KeepAlive(c)
+	return err
+}
+
+// Assume counts a pod on a node at once (Reserve). A pod the view does not have: ErrUnknownPod.
+func (c *Cluster) Assume(namespace, name, node string) error {
+	np, nn := str(namespace)
+	p, n := str(name)
+	xp, xn := str(node)
+	c.cross()
+	err := take(C.cdplace_cluster_assume(c.ptr, np, nn, p, n, xp, xn))
+	runtime.KeepAlive(namespace)
+	runtime.KeepAlive(name)
+	runtime.KeepAlive(node)
+	runtime.KeepAlive(c)
+	return err
+}
+
+// Forget drops an assumption (Unreserve).
+func (c *Cluster) Forget(namespace, name string) error {
+	np, nn := str(namespace)
+	p, n := str(name)
+	c.cross()
+	err := take(C.cdplace_cluster_forget(c.ptr, np, nn, p, n))
+	runtime.KeepAlive(namespace)
+	runtime.KeepAlive(name)
+	runtime.KeepAlive(c)
+	return err
+}
+
+// PreFilter decides where the pod may go, as if overlay were applied (nil: none).
+func (c *Cluster) PreFilter(namespace, name string, overlay []Overlay) (*Decision, error) {
+	ov := packOverlay(overlay)
+	np, nn := str(namespace)
+	p, n := str(name)
+	op, on := bytesOf(ov)
+	var out C.cdplace_bytes_t
+	c.cross()
+	err := take(C.cdplace_cluster_pre_filter(c.ptr, np, nn, p, n, op, on, &out))
+	runtime.KeepAlive(ov)
+	runtime.KeepAlive(namespace)
+	runtime.KeepAlive(name)
+	runtime.KeepAlive(c)
+	if err != nil {
+		return nil, err
+	}
+	return DecodeDecision(takeBytes(&out))
+}

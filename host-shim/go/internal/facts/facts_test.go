@@ -1,0 +1,147 @@
+package facts
+
+import (
+	"os"
+	"reflect"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
+)
+
+// Vector is one case of testdata/vectors.yaml.
+type Vector struct {
+	Name   string         `json:"name"`
+	Object map[string]any `json:"object"`
+	Facts  *struct {
+		Node     *Node     `json:"node"`
+		Pod      *Pod      `json:"pod"`
+		Claim    *Claim    `json:"claim"`
+		Template *Template `json:"template"`
+		Slice    *Slice    `json:"slice"`
+		Domain   *Domain   `json:"domain"`
+		PodGroup *PodGroup `json:"podGroup"`
+	} `json:"facts"`
+	Error string `json:"error"`
+}
+
+// LoadVectors reads testdata/vectors.yaml.
+func LoadVectors(t testing.TB, path string) []Vector {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vs []Vector
+	if err := yaml.UnmarshalStrict(raw, &vs); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if len(vs) == 0 {
+		t.Fatalf("%s has no vectors", path)
+	}
+	return vs
+}
+
+// extractAny decodes a vector's object as the informers deliver it (typed for the kinds the
+// scheduler has types for, unstructured otherwise) and extracts its facts.
+func extractAny(t *testing.T, obj map[string]any, k Keys) (any, error) {
+	t.Helper()
+	raw, err := yaml.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As the dynamic informer decodes it: integers are int64.
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(js); err != nil {
+		t.Fatal(err)
+	}
+	switch u.GetKind() {
+	case "ComputeDomain":
+		return DomainOf(u, k)
+	case "PodGroup":
+		return PodGroupOf(u)
+	}
+	typed, _, err := scheme.Codecs.UniversalDeserializer().Decode(raw, nil, nil)
+	if err != nil {
+		t.Fatalf("decoding %s: %v", u.GetKind(), err)
+	}
+	switch o := typed.(type) {
+	case *v1.Node:
+		return NodeOf(o, k)
+	case *v1.Pod:
+		return PodOf(o, k)
+	case *resourceapi.ResourceClaim:
+		return ClaimOf(o, k)
+	case *resourceapi.ResourceClaimTemplate:
+		return TemplateOf(o, k)
+	case *resourceapi.ResourceSlice:
+		return SliceOf(o, k)
+	}
+	t.Fatalf("no extractor for %T", typed)
+	return nil, nil
+}
+
+func TestVectors(t *testing.T) {
+	for _, v := range LoadVectors(t, "testdata/vectors.yaml") {
+		t.Run(v.Name, func(t *testing.T) {
+			got, err := extractAny(t, v.Object, DefaultKeys)
+			if v.Error != "" {
+				if err == nil || err.Error() != v.Error {
+					t.Fatalf("error %v, want %q", err, v.Error)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want any
+			switch f := v.Facts; {
+			case f == nil:
+				t.Fatal("vector has neither facts nor error")
+			case f.Node != nil:
+				want = *f.Node
+			case f.Pod != nil:
+				want = *f.Pod
+			case f.Claim != nil:
+				want = *f.Claim
+			case f.Template != nil:
+				want = *f.Template
+			case f.Slice != nil:
+				want = *f.Slice
+			case f.Domain != nil:
+				want = *f.Domain
+			case f.PodGroup != nil:
+				want = *f.PodGroup
+			}
+			if !reflect.DeepEqual(got, want) {
+				gy, _ := yaml.Marshal(got)
+				wy, _ := yaml.Marshal(want)
+				t.Fatalf("got\n%s\nwant\n%s", gy, wy)
+			}
+		})
+	}
+}
+
+func TestErrorsNameTheField(t *testing.T) {
+	_, err := PodOf(&v1.Pod{}, DefaultKeys)
+	e, ok := err.(*Error)
+	if !ok || e.Field != "metadata.name" || e.Error() != "Pod <no name>: metadata.name is required" {
+		t.Fatalf("got %#v", err)
+	}
+	u := &unstructured.Unstructured{}
+	u.SetName("cd")
+	u.SetNamespace("ns")
+	u.SetUID("u")
+	u.SetAnnotations(map[string]string{DefaultKeys.SizeAnnotation: "x"})
+	_, err = DomainOf(u, DefaultKeys)
+	if e, ok := err.(*Error); !ok || e.Field != "metadata.annotations[cdplace.nvidia.com/size]" {
+		t.Fatalf("got %#v", err)
+	}
+}

@@ -1,0 +1,108 @@
+package computedomain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/cdplace/cdplace/host-shim/go/internal/cdplace"
+	"github.com/cdplace/cdplace/host-shim/go/internal/facts"
+)
+
+// timeNow is the clock (tests replace it).
+var timeNow = time.Now
+
+// syncTimeout bounds how long a ComputeDomain pod waits for the feed's initial lists after
+// start-up before it gets an Error (and retries with backoff).
+const syncTimeout = 30 * time.Second
+
+// waitForSync holds a ComputeDomain pod until the view has every informer's initial list, so
+// that it is not decided on a partial view (only right after start-up, or right after the
+// ComputeDomain API appeared).
+func (p *Plugin) waitForSync(ctx context.Context) *fwk.Status {
+	if p.feed.synced() {
+		return nil
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	if !cache.WaitForCacheSync(waitCtx.Done(), p.feed.synced) {
+		return fwk.AsStatus(errors.New("ComputeDomainPlacement: the cluster view has not synced with its informers yet"))
+	}
+	return nil
+}
+
+// decide is the policy's decision for a ComputeDomain pod: reused when the same question was
+// answered on the same view, else one call after the pending facts are applied. A pod whose
+// object the policy cannot use is rejected with the reason; a guest failure becomes an Error
+// status (the pod fails closed and retries).
+func (p *Plugin) decide(pod *v1.Pod, domain string) (*cdplace.Decision, *fwk.Status) {
+	if err := p.feed.ensurePod(pod); err != nil {
+		return nil, invalidPod(pod, err)
+	}
+	q := question(pod, domain, p.keys)
+	seq := p.feed.sequence()
+	if d := p.reuse.get(q, seq); d != nil {
+		return d, nil
+	}
+	d, st := p.call(pod, nil)
+	if st == nil {
+		p.reuse.put(q, seq, d)
+	}
+	return d, st
+}
+
+// call applies the pending facts and asks the policy.
+func (p *Plugin) call(pod *v1.Pod, overlay []cdplace.Overlay) (*cdplace.Decision, *fwk.Status) {
+	if err := p.feed.flush(); err != nil {
+		return nil, fwk.AsStatus(fmt.Errorf("computedomain: updating the policy's view for pod %s/%s: %w", pod.Namespace, pod.Name, err))
+	}
+	d, err := p.cluster.PreFilter(pod.Namespace, pod.Name, overlay)
+	if err != nil {
+		return nil, fwk.AsStatus(fmt.Errorf("computedomain policy failed for pod %s/%s: %w", pod.Namespace, pod.Name, err))
+	}
+	return d, nil
+}
+
+func invalidPod(pod *v1.Pod, err error) *fwk.Status {
+	var fe *facts.Error
+	if errors.As(err, &fe) {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fe.Error())
+	}
+	return fwk.AsStatus(fmt.Errorf("computedomain: pod %s/%s: %w", pod.Namespace, pod.Name, err))
+}
+
+// reDecide re-decides with one more overlay entry (preemption's AddPod/RemovePod).
+func (p *Plugin) reDecide(cs fwk.CycleState, pod *v1.Pod, op cdplace.Overlay) *fwk.Status {
+	s, err := getState(cs)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	overlay := append(append([]cdplace.Overlay(nil), s.overlay...), op)
+	d, st := p.call(pod, overlay)
+	if st != nil {
+		return st
+	}
+	s.decision, s.overlay = d, overlay
+	return nil
+}
+
+// statusOf is the framework status of a policy verdict.
+func statusOf(v cdplace.Verdict) *fwk.Status {
+	switch v.Code {
+	case cdplace.CodeSuccess:
+		return nil
+	case cdplace.CodeSkip:
+		return fwk.NewStatus(fwk.Skip)
+	case cdplace.CodeUnschedulable:
+		return fwk.NewStatus(fwk.Unschedulable, v.Reason)
+	case cdplace.CodeUnschedulableAndUnresolvable:
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, v.Reason)
+	default:
+		return fwk.AsStatus(fmt.Errorf("computedomain policy: %s", v.Reason))
+	}
+}

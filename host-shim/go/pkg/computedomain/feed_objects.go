@@ -1,0 +1,160 @@
+package computedomain
+
+import (
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/cdplace/cdplace/host-shim/go/internal/cdplace"
+	"github.com/cdplace/cdplace/host-shim/go/internal/facts"
+)
+
+// The feed's handlers for every kind but pods (feed_pods.go): extract, encode, queue if changed.
+
+func (f *feed) upsertNode(n *v1.Node) {
+	k := objKey{kind: cdplace.KindNode, name: n.Name}
+	fact, err := facts.NodeOf(n, f.keys)
+	f.mu.Lock()
+	if err != nil {
+		f.failedLocked(k, err)
+		f.setCliqueLocked(n.Name, false)
+	} else {
+		delete(f.errored, k)
+		f.scratch = cdplace.AppendNode(f.scratch[:0], &fact)
+		f.putLocked(k, f.scratch)
+		f.setCliqueLocked(n.Name, fact.CliqueLabel != nil && *fact.CliqueLabel != "")
+	}
+	f.mu.Unlock()
+	f.flushIfFull()
+}
+
+func (f *feed) deleteNode(name string) {
+	k := objKey{kind: cdplace.KindNode, name: name}
+	f.mu.Lock()
+	delete(f.errored, k)
+	f.removeLocked(k)
+	f.setCliqueLocked(name, false)
+	f.mu.Unlock()
+	f.flushIfFull()
+}
+
+// setCliqueLocked records whether a node has a clique label; when that changes, the pods on the
+// node are re-evaluated (a pod on a tray of no clique is not sent).
+func (f *feed) setCliqueLocked(node string, has bool) {
+	if f.cliqueNodes[node] == has {
+		return
+	}
+	if has {
+		f.cliqueNodes[node] = true
+	} else {
+		delete(f.cliqueNodes, node)
+	}
+	f.resyncLocked(f.podsByNode[node])
+}
+
+func (f *feed) upsertClaim(c *resourceapi.ResourceClaim) {
+	k := objKey{kind: cdplace.KindResourceClaim, namespace: c.Namespace, name: c.Name}
+	fact, err := facts.ClaimOf(c, f.keys)
+	f.mu.Lock()
+	if err != nil {
+		f.failedLocked(k, err)
+	} else {
+		delete(f.errored, k)
+		f.scratch = cdplace.AppendClaim(f.scratch[:0], &fact)
+		f.putLocked(k, f.scratch)
+	}
+	f.setDomainLocked(f.claimDomains, f.podsByClaim, nsName{c.Namespace, c.Name}, fact.Domain, fact.Daemon, err == nil)
+	f.mu.Unlock()
+	f.flushIfFull()
+}
+
+func (f *feed) upsertTemplate(t *resourceapi.ResourceClaimTemplate) {
+	k := objKey{kind: cdplace.KindResourceClaimTemplate, namespace: t.Namespace, name: t.Name}
+	fact, err := facts.TemplateOf(t, f.keys)
+	f.mu.Lock()
+	if err != nil {
+		f.failedLocked(k, err)
+	} else {
+		delete(f.errored, k)
+		f.scratch = cdplace.AppendTemplate(f.scratch[:0], &fact)
+		f.putLocked(k, f.scratch)
+	}
+	f.setDomainLocked(f.templateDomains, f.podsByTemplate, nsName{t.Namespace, t.Name}, fact.Domain, fact.Daemon, err == nil)
+	f.mu.Unlock()
+	f.flushIfFull()
+}
+
+// deleteClaimLike removes a claim or template.
+func (f *feed) deleteClaimLike(kind cdplace.Kind, namespace, name string) {
+	k := objKey{kind: kind, namespace: namespace, name: name}
+	f.mu.Lock()
+	delete(f.errored, k)
+	f.removeLocked(k)
+	if kind == cdplace.KindResourceClaim {
+		f.setDomainLocked(f.claimDomains, f.podsByClaim, nsName{namespace, name}, nil, false, false)
+	} else {
+		f.setDomainLocked(f.templateDomains, f.podsByTemplate, nsName{namespace, name}, nil, false, false)
+	}
+	f.mu.Unlock()
+	f.flushIfFull()
+}
+
+// setDomainLocked records the domain a claim or template names; when that changes (or the
+// object appears or goes), the pods naming it are re-evaluated: they may have become, or
+// stopped being, ComputeDomain pods.
+func (f *feed) setDomainLocked(m map[nsName]domainRef, pods map[nsName]map[nsName]struct{}, k nsName, domain *string, daemon, exists bool) {
+	old, had := m[k]
+	if domain != nil {
+		m[k] = domainRef{domain: *domain, daemon: daemon}
+	} else {
+		delete(m, k)
+	}
+	now, has := m[k]
+	if had != has || old != now || !exists {
+		f.resyncLocked(pods[k])
+	}
+}
+
+func (f *feed) upsertSlice(s *resourceapi.ResourceSlice) {
+	k := objKey{kind: cdplace.KindResourceSlice, name: s.Name}
+	fact, err := facts.SliceOf(s, f.keys)
+	f.mu.Lock()
+	switch {
+	case err != nil:
+		f.failedLocked(k, err)
+	case fact.Empty():
+		// Another driver's slice, or not node-local: nothing for the policy.
+		f.removeLocked(k)
+	default:
+		delete(f.errored, k)
+		f.scratch = cdplace.AppendSlice(f.scratch[:0], &fact)
+		f.putLocked(k, f.scratch)
+	}
+	f.mu.Unlock()
+	f.flushIfFull()
+}
+
+func (f *feed) upsertDomain(u *unstructured.Unstructured) {
+	k := objKey{kind: cdplace.KindComputeDomain, namespace: u.GetNamespace(), name: u.GetName()}
+	fact, err := facts.DomainOf(u, f.keys)
+	f.mu.Lock()
+	if err != nil {
+		f.failedLocked(k, err)
+	} else {
+		delete(f.errored, k)
+		f.scratch = cdplace.AppendDomain(f.scratch[:0], &fact)
+		f.putLocked(k, f.scratch)
+	}
+	f.mu.Unlock()
+	f.flushIfFull()
+}
+
+// deleteObject removes an object of a kind that indexes nothing (slices, domains).
+func (f *feed) deleteObject(kind cdplace.Kind, namespace, name string) {
+	k := objKey{kind: kind, namespace: namespace, name: name}
+	f.mu.Lock()
+	delete(f.errored, k)
+	f.removeLocked(k)
+	f.mu.Unlock()
+	f.flushIfFull()
+}

@@ -1,0 +1,273 @@
+package computedomain
+
+import (
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/cdplace/cdplace/host-shim/go/internal/cdplace"
+	"github.com/cdplace/cdplace/host-shim/go/internal/facts"
+)
+
+// Which pods the view has. A pod is sent when it is a ComputeDomain pod, or when it is placed
+// (nodeName, else its nominated node) on a node with a clique label and uses GPUs or claims:
+// only those change what the policy decides. Every other pod is never sent, or removed once
+// it stops qualifying. The feed tracks every pod that has claims or names the GPU resource,
+// sent or not, so that a node gaining or losing its clique label, or a claim or template
+// gaining or losing its domain, re-evaluates exactly the pods concerned.
+
+// podEntry is a tracked pod.
+type podEntry struct {
+	fact facts.Pod
+	// The index keys it is filed under.
+	node      string
+	claims    []nsName
+	templates []nsName
+	// pinned: PreFilter found it a ComputeDomain pod (perhaps from the listers, before the
+	// feed had its claims' facts).
+	pinned bool
+	// assumed: Reserve counted it on a node.
+	assumed bool
+}
+
+func podKey(k nsName) objKey {
+	return objKey{kind: cdplace.KindPod, namespace: k.namespace, name: k.name}
+}
+
+func (f *feed) upsertPod(p *v1.Pod) {
+	key := nsName{p.Namespace, p.Name}
+	if !facts.UsesGPUsOrClaims(p, f.keys) || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
+		// Holds no GPU (or nothing any more): never in the view.
+		f.mu.Lock()
+		f.untrackLocked(key)
+		f.removeLocked(podKey(key))
+		f.mu.Unlock()
+		f.flushIfFull()
+		return
+	}
+	fact, err := facts.PodOf(p, f.keys)
+	f.mu.Lock()
+	if err != nil {
+		f.untrackLocked(key)
+		f.failedLocked(podKey(key), err)
+	} else {
+		delete(f.errored, podKey(key))
+		f.syncPodLocked(f.trackLocked(key, fact))
+	}
+	f.mu.Unlock()
+	f.flushIfFull()
+}
+
+func (f *feed) deletePod(namespace, name string) {
+	key := nsName{namespace, name}
+	f.mu.Lock()
+	delete(f.errored, podKey(key))
+	f.untrackLocked(key)
+	f.removeLocked(podKey(key))
+	f.mu.Unlock()
+	f.flushIfFull()
+}
+
+// trackLocked files the pod's latest facts and indexes.
+func (f *feed) trackLocked(key nsName, fact facts.Pod) *podEntry {
+	e := f.pods[key]
+	if e == nil {
+		e = &podEntry{}
+		f.pods[key] = e
+	} else {
+		f.unindexLocked(key, e)
+	}
+	e.fact = fact
+	e.node = fact.Node()
+	e.claims, e.templates = e.claims[:0], e.templates[:0]
+	for i := range fact.Claims {
+		c := &fact.Claims[i]
+		if name := claimName(c); name != "" {
+			e.claims = append(e.claims, nsName{fact.Namespace, name})
+		}
+		if c.Template != nil {
+			e.templates = append(e.templates, nsName{fact.Namespace, *c.Template})
+		}
+	}
+	if e.node != "" {
+		addIndex(f.podsByNode, e.node, key)
+	}
+	for _, c := range e.claims {
+		addIndex(f.podsByClaim, c, key)
+	}
+	for _, t := range e.templates {
+		addIndex(f.podsByTemplate, t, key)
+	}
+	return e
+}
+
+func (f *feed) untrackLocked(key nsName) {
+	if e := f.pods[key]; e != nil {
+		f.unindexLocked(key, e)
+		delete(f.pods, key)
+	}
+}
+
+func (f *feed) unindexLocked(key nsName, e *podEntry) {
+	if e.node != "" {
+		dropIndex(f.podsByNode, e.node, key)
+	}
+	for _, c := range e.claims {
+		dropIndex(f.podsByClaim, c, key)
+	}
+	for _, t := range e.templates {
+		dropIndex(f.podsByTemplate, t, key)
+	}
+}
+
+func addIndex[K comparable](m map[K]map[nsName]struct{}, k K, pod nsName) {
+	s := m[k]
+	if s == nil {
+		s = map[nsName]struct{}{}
+		m[k] = s
+	}
+	s[pod] = struct{}{}
+}
+
+func dropIndex[K comparable](m map[K]map[nsName]struct{}, k K, pod nsName) {
+	if s := m[k]; s != nil {
+		delete(s, pod)
+		if len(s) == 0 {
+			delete(m, k)
+		}
+	}
+}
+
+// relevantLocked reports whether the view should have the pod (see the top of this file).
+func (f *feed) relevantLocked(e *podEntry) bool {
+	if e.pinned || e.assumed {
+		return true
+	}
+	if _, cd := classify(f.resolveLocked(e.fact.Namespace, e.fact.Claims, nil)); cd {
+		return true
+	}
+	node := e.node
+	return node != "" && f.cliqueNodes[node] && (e.fact.GPUs > 0 || len(e.fact.Claims) > 0)
+}
+
+// syncPodLocked sends the pod's record if it is relevant and changed, or removes it.
+func (f *feed) syncPodLocked(e *podEntry) {
+	key := objKey{kind: cdplace.KindPod, namespace: e.fact.Namespace, name: e.fact.Name}
+	if f.relevantLocked(e) {
+		f.scratch = cdplace.AppendPod(f.scratch[:0], &e.fact)
+		f.putLocked(key, f.scratch)
+	} else {
+		f.removeLocked(key)
+	}
+}
+
+// resyncLocked re-evaluates the pods of an index entry.
+func (f *feed) resyncLocked(pods map[nsName]struct{}) {
+	for k := range pods {
+		if e := f.pods[k]; e != nil {
+			f.syncPodLocked(e)
+		}
+	}
+}
+
+// ensurePod makes sure the view has a ComputeDomain pod PreFilter is about to decide: the
+// informer may not have delivered it yet, or the feed classified it before its claims' facts
+// arrived. The feed's own copy wins when it has one (the informer is the source of truth).
+func (f *feed) ensurePod(p *v1.Pod) error {
+	key := nsName{p.Namespace, p.Name}
+	f.mu.Lock()
+	e := f.pods[key]
+	if e != nil && e.pinned && f.hasLocked(podKey(key)) {
+		f.mu.Unlock()
+		return nil
+	}
+	f.mu.Unlock()
+	var fact facts.Pod
+	if e == nil {
+		var err error
+		if fact, err = facts.PodOf(p, f.keys); err != nil {
+			return err
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if e = f.pods[key]; e == nil {
+		e = f.trackLocked(key, fact)
+	}
+	e.pinned = true
+	f.syncPodLocked(e)
+	return nil
+}
+
+// podInView reports whether the view has the pod.
+func (f *feed) podInView(namespace, name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.hasLocked(podKey(nsName{namespace, name}))
+}
+
+// placeable reports whether a pod that is not in the view would count if placed on node: it
+// has claims or GPUs and the node has a clique label. If so it is put into the view (as the
+// informer last showed it, or as given) and true is returned; assume marks it assumed too.
+func (f *feed) placeable(p *v1.Pod, node string, assume bool) (bool, error) {
+	key := nsName{p.Namespace, p.Name}
+	f.mu.Lock()
+	e, sent := f.pods[key], f.hasLocked(podKey(key))
+	if !sent && (!f.cliqueNodes[node] || !facts.UsesGPUsOrClaims(p, f.keys)) {
+		f.mu.Unlock()
+		return false, nil
+	}
+	f.mu.Unlock()
+	var fact facts.Pod
+	if e == nil {
+		var err error
+		if fact, err = facts.PodOf(p, f.keys); err != nil {
+			return false, err
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if e = f.pods[key]; e == nil {
+		e = f.trackLocked(key, fact)
+	}
+	if assume {
+		e.assumed = true
+		f.syncPodLocked(e)
+	} else if !f.hasLocked(podKey(key)) {
+		// For one preemption dry run: sent as it is, removed by its next update if it does not
+		// qualify by then.
+		f.scratch = cdplace.AppendPod(f.scratch[:0], &e.fact)
+		f.putLocked(podKey(key), f.scratch)
+	}
+	return true, nil
+}
+
+// unassume clears the assumed mark and reports whether there was one; the pod is re-evaluated
+// after the caller's Forget (forgotten first, then perhaps removed).
+func (f *feed) unassume(namespace, name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e := f.pods[nsName{namespace, name}]
+	if e == nil || !e.assumed {
+		return false
+	}
+	e.assumed = false
+	return true
+}
+
+// resyncPod re-evaluates one pod.
+func (f *feed) resyncPod(namespace, name string) {
+	f.mu.Lock()
+	if e := f.pods[nsName{namespace, name}]; e != nil {
+		f.syncPodLocked(e)
+	}
+	f.mu.Unlock()
+}
+
+func claimName(c *facts.PodClaim) string {
+	if c.Generated != nil {
+		return *c.Generated
+	}
+	if c.Claim != nil {
+		return *c.Claim
+	}
+	return ""
+}

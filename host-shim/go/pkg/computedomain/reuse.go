@@ -1,0 +1,106 @@
+package computedomain
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/cdplace/cdplace/host-shim/go/internal/cdplace"
+	"github.com/cdplace/cdplace/host-shim/go/internal/facts"
+)
+
+// Decision reuse: the next pods of a domain usually ask the same question (same claim sources,
+// same GPUs) of an unchanged view, while they wait or when the pod before them failed another
+// plugin's Filter. Such a pod gets the cached decision when nothing crossed into the view
+// since (the feed's sequence number is unchanged) and the decision is younger than reuseMaxAge:
+// a decision may depend on the time (a domain's settle window), so it is never kept long.
+
+const (
+	reuseMaxAge  = time.Second
+	reuseEntries = 1024
+)
+
+type reused struct {
+	decision *cdplace.Decision
+	seq      uint64
+	at       time.Time
+}
+
+// decisions caches the last decision per question.
+type decisions struct {
+	now func() time.Time
+	mu  sync.Mutex
+	m   map[string]reused
+}
+
+func newDecisions(now func() time.Time) *decisions {
+	return &decisions{now: now, m: map[string]reused{}}
+}
+
+// question is what a decision depends on besides the view: the pod's namespace and domain,
+// its claim sources (a template, not the claim generated from it), its GPUs, and what may size
+// its domain (size annotation, PodGroup, owner) or rank it (priority).
+func question(p *v1.Pod, domain string, k facts.Keys) string {
+	var b strings.Builder
+	b.WriteString(p.Namespace)
+	b.WriteByte(0)
+	b.WriteString(domain)
+	for _, c := range p.Spec.ResourceClaims {
+		b.WriteByte(0)
+		b.WriteString(c.Name)
+		switch {
+		case c.ResourceClaimTemplateName != nil:
+			b.WriteString("\x00t")
+			b.WriteString(*c.ResourceClaimTemplateName)
+		case c.ResourceClaimName != nil:
+			b.WriteString("\x00c")
+			b.WriteString(*c.ResourceClaimName)
+		}
+	}
+	b.WriteByte(0)
+	b.WriteString(strconv.FormatUint(uint64(facts.PodGPUs(p, k)), 10))
+	b.WriteByte(0)
+	b.WriteString(p.Annotations[k.SizeAnnotation])
+	if g := p.Spec.SchedulingGroup; g != nil && g.PodGroupName != nil {
+		b.WriteString("\x00g")
+		b.WriteString(*g.PodGroupName)
+	}
+	for _, r := range p.OwnerReferences {
+		if r.Controller != nil && *r.Controller {
+			b.WriteString("\x00o")
+			b.WriteString(r.Kind + "/" + r.Name)
+		}
+	}
+	if p.Spec.Priority != nil {
+		b.WriteString("\x00p")
+		b.WriteString(strconv.FormatInt(int64(*p.Spec.Priority), 10))
+	}
+	return b.String()
+}
+
+// get returns the cached answer to q if the view is still at seq.
+func (d *decisions) get(q string, seq uint64) *cdplace.Decision {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r, ok := d.m[q]
+	if !ok || r.seq != seq || d.now().Sub(r.at) >= reuseMaxAge {
+		return nil
+	}
+	return r.decision
+}
+
+// put caches a decision made on the view at seq.
+func (d *decisions) put(q string, seq uint64, dec *cdplace.Decision) {
+	if dec.Status.Code == cdplace.CodeError {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.m) >= reuseEntries {
+		clear(d.m)
+	}
+	d.m[q] = reused{decision: dec, seq: seq, at: d.now()}
+}
