@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
 	"github.com/cdplace/cdplace/e2e/harness"
@@ -24,11 +25,13 @@ import (
 type scenario struct {
 	t       *testing.T
 	ctx     context.Context
+	e       *harness.Env
 	name    string
 	ns      string
 	profile harness.Profile
 	fleet   *harness.Fleet
 	prep    *harness.PrepareEmulator
+	watch   *domainWatch // nil unless the scenario watches its domains
 }
 
 // defaultLag is how long a node label outlives its domain's last claim unless a scenario says
@@ -37,7 +40,14 @@ const defaultLag = 2 * time.Second
 
 func newScenario(t *testing.T, name string, profile harness.Profile, spec harness.FleetSpec, prep harness.PrepareOptions) *scenario {
 	t.Helper()
-	if err := env.CP.Check(); err != nil {
+	return newScenarioOn(t, env, name, profile, spec, prep)
+}
+
+// newScenarioOn is newScenario on another control plane than the suite's (e.g. one with the
+// workload gates on).
+func newScenarioOn(t *testing.T, e *harness.Env, name string, profile harness.Profile, spec harness.FleetSpec, prep harness.PrepareOptions) *scenario {
+	t.Helper()
+	if err := e.CP.Check(); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -45,13 +55,13 @@ func newScenario(t *testing.T, name string, profile harness.Profile, spec harnes
 	if profile == harness.Baseline {
 		short = "base"
 	}
-	s := &scenario{t: t, ctx: ctx, name: name, ns: name + "-" + short, profile: profile}
+	s := &scenario{t: t, ctx: ctx, e: e, name: name, ns: name + "-" + short, profile: profile}
 	spec.Name = s.ns
 	prep.Fleet = s.ns
 	if prep.UnprepareLabelLag == 0 {
 		prep.UnprepareLabelLag = defaultLag
 	}
-	c := env.CP.Client
+	c := e.CP.Client
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -72,56 +82,104 @@ func newScenario(t *testing.T, name string, profile harness.Profile, spec harnes
 	return s
 }
 
-// teardown deletes the scenario's workloads and fleet, leaving the control plane for the next.
+// teardown deletes the scenario's workloads, fleet and namespace, leaving the control plane for
+// the next.
 func (s *scenario) teardown() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c := env.CP.Client
+	c := s.e.CP.Client
+	_ = harness.DeleteWorkloads(ctx, c, s.e.CP.Dynamic, s.ns)
 	_ = c.CoreV1().Pods(s.ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
-	_ = env.CP.Dynamic.Resource(harness.ComputeDomainGVR).Namespace(s.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	_ = s.e.CP.Dynamic.Resource(harness.ComputeDomainGVR).Namespace(s.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 	_ = harness.DeleteFleet(ctx, c, s.fleet)
+	// The namespace controller finishes the rest in the background.
+	_ = c.CoreV1().Namespaces().Delete(ctx, s.ns, metav1.DeleteOptions{})
 }
 
 func (s *scenario) dump() {
-	doms, err := harness.Domains(s.ctx, env.CP.Client, s.ns, s.fleet.CliqueOf)
+	doms, err := harness.Domains(s.ctx, s.e.CP.Client, s.ns, s.fleet.CliqueOf)
 	if err == nil {
 		s.t.Logf("domains at failure:\n%s", harness.Summary(doms))
 	}
 	for _, r := range s.prep.Refusals() {
 		s.t.Logf("refusal: %s/%s on %s: %s", r.Namespace, r.Pod, r.Node, r.Message)
 	}
-	s.t.Logf("scheduler logs: %s, %s", env.Cdplace.LogPath(), env.Baseline.LogPath())
+	logs := []string{s.e.Cdplace.LogPath()}
+	if s.e.Baseline != nil {
+		logs = append(logs, s.e.Baseline.LogPath())
+	}
+	s.t.Logf("scheduler logs: %s", strings.Join(logs, ", "))
 }
 
-// domain creates a ComputeDomain with the size hint, waits for the driver emulator's template,
-// then creates its pods.
+// domain creates a ComputeDomain as users write it (numNodes 0, no cdplace annotation), waits
+// for the driver emulator's template, then creates an Indexed Job of pods pods (parallelism =
+// completions) named like the domain, whose pods join it.
 func (s *scenario) domain(name string, pods, gpus int) {
 	s.t.Helper()
-	s.createDomain(name, pods)
-	s.pods(name, 0, pods, gpus)
+	s.createDomain(name, 0)
+	s.job(name, name, harness.JobSpec{Parallelism: pods, Completions: pods, GPUs: gpus})
 }
 
+// annotatedDomain creates a ComputeDomain with cdplace's size annotation and no pods.
+func (s *scenario) annotatedDomain(name string, size int) {
+	s.t.Helper()
+	s.createDomain(name, size)
+}
+
+// createDomain creates a ComputeDomain (with the size annotation when size > 0) and waits for
+// its channel template.
 func (s *scenario) createDomain(name string, size int) {
 	s.t.Helper()
-	if _, err := harness.CreateComputeDomain(s.ctx, env.CP.Dynamic, s.ns, name, size); err != nil {
+	s.createCD(harness.ComputeDomain(s.ns, name, size))
+}
+
+// createCD creates a ComputeDomain object and waits for the driver emulator's template.
+func (s *scenario) createCD(cd *unstructured.Unstructured) {
+	s.t.Helper()
+	cd.SetNamespace(s.ns)
+	if _, err := s.e.CP.Dynamic.Resource(harness.ComputeDomainGVR).Namespace(s.ns).Create(s.ctx, cd, metav1.CreateOptions{}); err != nil {
 		s.t.Fatal(err)
 	}
+	s.waitTemplate(cd.GetName())
+}
+
+func (s *scenario) waitTemplate(name string) {
+	s.t.Helper()
 	s.waitFor("template of "+name, 30*time.Second, func(map[string]*harness.DomainState) bool {
-		_, err := env.CP.Client.ResourceV1().ResourceClaimTemplates(s.ns).Get(s.ctx, name+"-channel", metav1.GetOptions{})
+		_, err := s.e.CP.Client.ResourceV1().ResourceClaimTemplates(s.ns).Get(s.ctx, name+"-channel", metav1.GetOptions{})
 		return err == nil
 	})
 }
 
+// job creates a Job named name whose pods join domain cd, through the scenario's profile.
+func (s *scenario) job(name, cd string, spec harness.JobSpec) {
+	s.t.Helper()
+	if _, err := s.e.CP.Client.BatchV1().Jobs(s.ns).Create(s.ctx, harness.DomainJob(s.ns, name, cd, spec, s.profile), metav1.CreateOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// deleteDomainJob deletes the Job named like the domain, as a user does, and waits until its
+// pods are gone.
+func (s *scenario) deleteDomainJob(name string) {
+	s.t.Helper()
+	if err := harness.DeleteJob(s.ctx, s.e.CP.Client, s.ns, name); err != nil {
+		s.t.Fatal(err)
+	}
+	s.waitFor(name+"'s pods gone", 30*time.Second, func(d map[string]*harness.DomainState) bool { return d[name] == nil })
+}
+
+// pods creates bare pods [from, to) of domain name, one after the other.
 func (s *scenario) pods(name string, from, to, gpus int) {
 	s.t.Helper()
-	if err := harness.CreateDomainPods(s.ctx, env.CP.Client, s.ns, name, from, to, gpus, s.profile); err != nil {
+	if err := harness.CreateDomainPods(s.ctx, s.e.CP.Client, s.ns, name, from, to, gpus, s.profile); err != nil {
 		s.t.Fatal(err)
 	}
 }
 
 func (s *scenario) domains() map[string]*harness.DomainState {
 	s.t.Helper()
-	d, err := harness.Domains(s.ctx, env.CP.Client, s.ns, s.fleet.CliqueOf)
+	d, err := harness.Domains(s.ctx, s.e.CP.Client, s.ns, s.fleet.CliqueOf)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -140,7 +198,12 @@ func (s *scenario) waitFor(what string, timeout time.Duration, cond func(map[str
 		if time.Now().After(deadline) {
 			s.t.Fatalf("timed out after %v waiting for %s; domains:\n%s", timeout, what, harness.Summary(d))
 		}
-		if err := env.CP.Check(); err != nil {
+		if s.watch != nil {
+			if stall := s.watch.stall(); stall != "" {
+				s.t.Fatalf("all-or-nothing broken while waiting for %s: %s; domains:\n%s", what, stall, harness.Summary(d))
+			}
+		}
+		if err := s.e.CP.Check(); err != nil {
 			s.t.Fatal(err)
 		}
 		time.Sleep(250 * time.Millisecond)
@@ -268,7 +331,7 @@ func (s *scenario) record(d map[string]*harness.DomainState) runResult {
 	if len(refusals) > 0 {
 		r.SampleRefusal = refusals[0].Message
 	}
-	stranded, err := harness.StrandedGPUs(s.ctx, env.CP.Client, s.fleet.Spec.GPUsPerTray)
+	stranded, err := harness.StrandedGPUs(s.ctx, s.e.CP.Client, s.fleet.Spec.GPUsPerTray)
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -15,6 +15,10 @@ import (
 // Two racks of one 18-tray clique each: the GB200 NVL72 shape.
 var twoRacks = harness.FleetSpec{Racks: 2, CliquesPerRack: 1, TraysPerClique: 18, GPUsPerTray: 4}
 
+// Scenarios 1-8 submit their domains as users write them: a ComputeDomain without cdplace's
+// annotation and an Indexed Job (or bare pods) whose pods claim its channel; cdplace reads the
+// size from the Job. Scenario 9 keeps the size annotation.
+
 // Scenario 1: four domains of 4, 8, 16 and 18 trays on two 18-tray cliques (46 trays asked of
 // 36): every domain that runs is inside one clique; the rest wait whole.
 func TestScenario01FourDomainsTwoCliques(t *testing.T) {
@@ -113,10 +117,10 @@ func TestScenario04TwoDomainsOneClique(t *testing.T) {
 		s := newScenario(t, "s04", p, twoRacks, harness.PrepareOptions{})
 		s.domain("filler", 10, 4)
 		s.ready("filler", 10)
-		s.createDomain("x", 12)
-		s.createDomain("y", 12)
-		s.pods("x", 0, 12, 4)
-		s.pods("y", 0, 12, 4)
+		s.createDomain("x", 0)
+		s.createDomain("y", 0)
+		s.job("x", "x", harness.JobSpec{Parallelism: 12, Completions: 12, GPUs: 4})
+		s.job("y", "y", harness.JobSpec{Parallelism: 12, Completions: 12, GPUs: 4})
 		d := s.settle(90 * time.Second)
 		s.record(d)
 		if p != harness.Cdplace {
@@ -131,9 +135,7 @@ func TestScenario04TwoDomainsOneClique(t *testing.T) {
 		if d[runs].Running != 12 || d[waits].Bound != 0 {
 			t.Fatalf("want one of x, y running and the other waiting whole: %s; %s", d["x"], d["y"])
 		}
-		if err := harness.DeleteDomainPods(s.ctx, env.CP.Client, s.ns, runs); err != nil {
-			t.Fatal(err)
-		}
+		s.deleteDomainJob(runs)
 		d = s.waitFor(waits+" running after "+runs+" is deleted", 90*time.Second, all(waits, 12))
 		s.assertNoSplits(d)
 		s.assertNoRefusals()
@@ -153,10 +155,7 @@ func TestScenario05StaleNodeLabel(t *testing.T) {
 		if got := len(s.prep.Labels()); got != 4 {
 			t.Fatalf("%d nodes labelled after first's Prepare; want 4", got)
 		}
-		if err := harness.DeleteDomainPods(s.ctx, env.CP.Client, s.ns, "first"); err != nil {
-			t.Fatal(err)
-		}
-		s.waitFor("first's pods gone", 30*time.Second, func(d map[string]*harness.DomainState) bool { return d["first"] == nil })
+		s.deleteDomainJob("first")
 		deleted := time.Now()
 		s.domain("second", 4, 4)
 		if p == harness.Cdplace {
@@ -189,16 +188,18 @@ func TestScenario05StaleNodeLabel(t *testing.T) {
 	})
 }
 
-// Scenario 6: failure drill. A tray under a running domain is cordoned and deleted; the
-// replacement pod lands in the same clique while it has a free tray, and otherwise stays Pending
-// with a reason, never in another clique.
+// Scenario 6: failure drill. A tray under a running domain of bare pods (no size anywhere: it
+// starts after the settle window) is cordoned and deleted; the replacement pod lands in the same
+// clique while it has a free tray, and otherwise stays Pending with a reason, never in another
+// clique.
 func TestScenario06TrayFailure(t *testing.T) {
 	small := harness.FleetSpec{Racks: 2, CliquesPerRack: 1, TraysPerClique: 6, GPUsPerTray: 4}
 	s := newScenario(t, "s06", harness.Cdplace, small, harness.PrepareOptions{})
-	s.domain("a", 5, 4)
+	s.createDomain("a", 0)
+	s.pods("a", 0, 5, 4)
 	d := s.waitFor("a running", 60*time.Second, all("a", 5))
 	home := d["a"].Cliques[0]
-	c := env.CP.Client
+	c := s.e.CP.Client
 
 	fail := func(pod string) {
 		t.Helper()
@@ -256,10 +257,7 @@ func TestScenario07HostManaged(t *testing.T) {
 	s.domain("a", 2, 4)
 	d := s.waitFor("a running", 90*time.Second, all("a", 2))
 	aNodes := d["a"].Nodes
-	if err := harness.DeleteDomainPods(s.ctx, env.CP.Client, s.ns, "a"); err != nil {
-		t.Fatal(err)
-	}
-	s.waitFor("a's pods gone", 30*time.Second, func(d map[string]*harness.DomainState) bool { return d["a"] == nil })
+	s.deleteDomainJob("a")
 	start := time.Now()
 	s.domain("b", 4, 4)
 	d = s.waitFor("b running on every node", 60*time.Second, all("b", 4))
@@ -292,7 +290,7 @@ func TestScenario07HostManaged(t *testing.T) {
 func TestScenario08MixedLoad(t *testing.T) {
 	small := harness.FleetSpec{Racks: 2, CliquesPerRack: 1, TraysPerClique: 6, GPUsPerTray: 4}
 	s := newScenario(t, "s08", harness.Cdplace, small, harness.PrepareOptions{})
-	c := env.CP.Client
+	c := s.e.CP.Client
 	plain := []struct {
 		name string
 		gpus int
@@ -322,10 +320,11 @@ func TestScenario08MixedLoad(t *testing.T) {
 
 // Scenario 9: the scheduler is killed while a 16-pod domain is half placed, and more of its pods
 // arrive while it is down; after the restart the domain finishes in the same clique, one pod per
-// tray.
+// tray. The domain's bare pods come in two batches, so it is the scenario that tells cdplace the
+// size with the annotation (cdplace.nvidia.com/size: 16): with it, the first 8 start at once.
 func TestScenario09SchedulerRestart(t *testing.T) {
 	s := newScenario(t, "s09", harness.Cdplace, twoRacks, harness.PrepareOptions{})
-	s.createDomain("big", 16)
+	s.annotatedDomain("big", 16)
 	s.pods("big", 0, 8, 4)
 	d := s.waitFor("8 pods of big running", 60*time.Second, all("big", 8))
 	home := d["big"].Cliques[0]

@@ -54,37 +54,64 @@ func (cp *ControlPlane) Apply(ctx context.Context, data []byte, defaultNamespace
 		if len(obj.Object) == 0 {
 			continue
 		}
-		gvk := obj.GroupVersionKind()
-		var mapping *meta.RESTMapping
-		// A CRD created a moment ago may not be in discovery yet.
-		for i := 0; ; i++ {
-			mapping, err = mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-			if err == nil || i == 50 {
-				break
+		objs := []*unstructured.Unstructured{obj}
+		if obj.IsList() {
+			// A `kind: List` (what `kubectl get -o yaml` writes): its items, in order.
+			list, err := obj.ToList()
+			if err != nil {
+				return out, err
 			}
-			mapper.Reset()
-			time.Sleep(100 * time.Millisecond)
-		}
-		if err != nil {
-			return out, fmt.Errorf("%s %s: %w", gvk, obj.GetName(), err)
-		}
-		ri := cp.Dynamic.Resource(mapping.Resource)
-		var created *unstructured.Unstructured
-		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-			ns := obj.GetNamespace()
-			if ns == "" {
-				ns = defaultNamespace
+			objs = objs[:0]
+			for i := range list.Items {
+				objs = append(objs, &list.Items[i])
 			}
-			created, err = ri.Namespace(ns).Create(ctx, obj, metav1.CreateOptions{})
-		} else {
-			created, err = ri.Create(ctx, obj, metav1.CreateOptions{})
 		}
-		if apierrors.IsAlreadyExists(err) {
-			continue
+		for _, o := range objs {
+			created, err := cp.create(ctx, mapper, o, defaultNamespace)
+			if err != nil {
+				return out, err
+			}
+			if created != nil {
+				out = append(out, created)
+			}
 		}
-		if err != nil {
-			return out, fmt.Errorf("create %s %s: %w", gvk.Kind, obj.GetName(), err)
-		}
-		out = append(out, created)
 	}
+}
+
+// create makes one object, resolving its resource through discovery; it returns nil for an
+// object that already exists.
+func (cp *ControlPlane) create(ctx context.Context, mapper *restmapper.DeferredDiscoveryRESTMapper, obj *unstructured.Unstructured, defaultNamespace string) (*unstructured.Unstructured, error) {
+	gvk := obj.GroupVersionKind()
+	var mapping *meta.RESTMapping
+	var err error
+	// A CRD created a moment ago may not be in discovery yet.
+	for i := 0; ; i++ {
+		mapping, err = mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err == nil || i == 50 {
+			break
+		}
+		mapper.Reset()
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", gvk, obj.GetName(), err)
+	}
+	ri := cp.Dynamic.Resource(mapping.Resource)
+	var created *unstructured.Unstructured
+	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+		ns := obj.GetNamespace()
+		if ns == "" {
+			ns = defaultNamespace
+		}
+		created, err = ri.Namespace(ns).Create(ctx, obj, metav1.CreateOptions{})
+	} else {
+		created, err = ri.Create(ctx, obj, metav1.CreateOptions{})
+	}
+	if apierrors.IsAlreadyExists(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create %s %s: %w", gvk.Kind, obj.GetName(), err)
+	}
+	return created, nil
 }
