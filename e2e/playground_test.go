@@ -1,0 +1,289 @@
+package e2e
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/cdplace/cdplace/e2e/harness"
+)
+
+// TestPlayground runs cdplace-playground as `make playground` does (a small fleet), waits for its
+// `export KUBECONFIG=` line, runs a Job of a ComputeDomain through the API with that kubeconfig,
+// deletes the namespace (the namespace controller must finish it), then sends SIGTERM and checks
+// that every process the playground started is gone and its temporary directory removed.
+func TestPlayground(t *testing.T) {
+	bin := os.Getenv("CDPLACE_PLAYGROUND_BIN")
+	if bin == "" {
+		bin = filepath.Join(t.TempDir(), "cdplace-playground")
+		build := exec.Command("go", "build", "-o", bin, "./cmd/cdplace-playground")
+		build.Dir = filepath.Join(repoRoot, "e2e")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("build the playground: %v\n%s", err, out)
+		}
+	}
+	tmp := t.TempDir() // the playground's TMPDIR: empty again once it has cleaned up
+	stderrPath := filepath.Join(t.TempDir(), "playground.stderr")
+	stderr, err := os.Create(stderrPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close()
+	cmd := exec.Command(bin, "-repo", repoRoot, "-racks", "2", "-trays", "4")
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		exited <- cmd.Wait()
+	}()
+	defer func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+		}
+		if t.Failed() {
+			out, _ := os.ReadFile(stderrPath)
+			t.Logf("playground stderr:\n%s", out)
+		}
+	}()
+
+	var export, hint string
+	deadline := time.After(3 * time.Minute)
+	for export == "" || hint == "" {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("playground exited before printing its kubeconfig (%v)", <-exited)
+			}
+			switch {
+			case strings.HasPrefix(l, "export KUBECONFIG="):
+				export = strings.TrimPrefix(l, "export KUBECONFIG=")
+			case strings.HasPrefix(l, "# "):
+				hint = l
+			default:
+				t.Errorf("unexpected line on the playground's stdout: %q", l)
+			}
+		case <-deadline:
+			t.Fatal("no `export KUBECONFIG=` line from the playground in 3 minutes")
+		}
+	}
+	if !strings.HasPrefix(export, tmp+string(os.PathSeparator)) {
+		t.Errorf("kubeconfig %s is not in the playground's temporary directory under %s", export, tmp)
+	}
+	children := childProcesses(t, cmd.Process.Pid)
+	for _, want := range []string{"etcd", "kube-apiserver", "kube-controller", "kube-scheduler"} {
+		found := false
+		for _, p := range children {
+			found = found || p.comm == want
+		}
+		if !found {
+			t.Errorf("no %s among the playground's processes %v", want, children)
+		}
+	}
+
+	runJobThroughPlayground(t, export)
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("playground exited with %v after SIGTERM; want 0", err)
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatal("playground still running 90s after SIGTERM")
+	}
+	for _, p := range children {
+		if p.alive() {
+			t.Errorf("%s (pid %d) is still there after the playground exited", p.comm, p.pid)
+		}
+	}
+	left, err := os.ReadDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range left {
+		t.Errorf("playground left %s behind", filepath.Join(tmp, e.Name()))
+	}
+}
+
+// runJobThroughPlayground uses the playground as a user would: the Workload API is served, and a
+// ComputeDomain with a 4-pod Job runs in one clique; then `kubectl delete namespace` finishes.
+func runJobThroughPlayground(t *testing.T, kubeconfig string) {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := kubernetes.NewForConfigOrDie(cfg)
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	ctx := t.Context()
+	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: harness.CliqueLabel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes.Items) != 8 {
+		t.Errorf("%d nodes with a clique label; want 8 (2 racks x 4 trays)", len(nodes.Items))
+	}
+	res, err := discovery.NewDiscoveryClientForConfigOrDie(cfg).ServerResourcesForGroupVersion("scheduling.k8s.io/v1beta1")
+	served := false
+	if err == nil {
+		for _, r := range res.APIResources {
+			served = served || r.Name == "podgroups"
+		}
+	}
+	if !served {
+		t.Errorf("the playground does not serve PodGroups (scheduling.k8s.io/v1beta1): %v", err)
+	}
+
+	const ns = "try"
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(harness.ComputeDomainGVR).Namespace(ns).Create(ctx, harness.ComputeDomain(ns, "trainer", 0), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	job := harness.DomainJob(ns, "trainer", "trainer", harness.JobSpec{Parallelism: 4, Completions: 4, GPUs: 4}, harness.Cdplace)
+	if _, err := c.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cliqueOf := map[string]string{}
+	for _, n := range nodes.Items {
+		cliqueOf[n.Name] = n.Labels[harness.CliqueLabel]
+	}
+	var last string
+	if !poll(90*time.Second, func() bool {
+		d, err := harness.Domains(ctx, c, ns, cliqueOf)
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		last = harness.Summary(d)
+		st := d["trainer"]
+		return st != nil && st.Pods == 4 && st.Running == 4 && len(st.Cliques) == 1
+	}) {
+		t.Fatalf("the Job's 4 pods did not run in one clique of the playground:\n%s", last)
+	}
+	if err := c.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !poll(90*time.Second, func() bool {
+		_, err := c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}) {
+		t.Errorf("namespace %s still there 90s after its deletion", ns)
+	}
+}
+
+func poll(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return true
+}
+
+// proc is a process seen in /proc: its pid, command name and start time (which tells it from a
+// later process that reuses the pid).
+type proc struct {
+	pid   int
+	comm  string
+	start string
+}
+
+func (p proc) String() string { return fmt.Sprintf("%s[%d]", p.comm, p.pid) }
+
+// alive is true while the process exists, also as a zombie nobody reaped.
+func (p proc) alive() bool {
+	q, err := readProc(p.pid)
+	return err == nil && q.start == p.start
+}
+
+// childProcesses lists the direct children of pid.
+func childProcesses(t *testing.T, pid int) []proc {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []proc
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		if ppid, err := statField(string(data), 4); err == nil && ppid == strconv.Itoa(pid) {
+			if p, err := readProc(n); err == nil {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+func readProc(pid int) (proc, error) {
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return proc{}, err
+	}
+	s := string(data)
+	open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || closing < open {
+		return proc{}, errors.New("malformed /proc stat")
+	}
+	start, err := statField(s, 22)
+	if err != nil {
+		return proc{}, err
+	}
+	return proc{pid: pid, comm: s[open+1 : closing], start: start}, nil
+}
+
+// statField is field n (1-based, as proc(5) numbers them) of a /proc/<pid>/stat line.
+func statField(stat string, n int) (string, error) {
+	closing := strings.LastIndexByte(stat, ')')
+	if closing < 0 {
+		return "", errors.New("malformed /proc stat")
+	}
+	fields := strings.Fields(stat[closing+1:]) // fields 3...
+	if n-3 >= len(fields) || n < 3 {
+		return "", fmt.Errorf("/proc stat has no field %d", n)
+	}
+	return fields[n-3], nil
+}
