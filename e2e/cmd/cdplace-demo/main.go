@@ -90,8 +90,10 @@ func run(root string, spec harness.FleetSpec, keep bool) (err error) {
 		{"too-big", 20, 4, "more trays than any clique has: waits, never spans racks"},
 		{"six-gpu", 3, 2, "pods asking 2 of 4 GPUs: refused under wholeTray: Require"},
 	}
+	// As users write them: a ComputeDomain with numNodes 0 and no cdplace annotation, and a Job
+	// whose parallelism is the domain's size.
 	for _, w := range more {
-		if _, err := harness.CreateComputeDomain(ctx, env.CP.Dynamic, ns, w.name, w.pods); err != nil {
+		if _, err := harness.CreateComputeDomain(ctx, env.CP.Dynamic, ns, w.name, 0); err != nil {
 			return err
 		}
 	}
@@ -99,10 +101,11 @@ func run(root string, spec harness.FleetSpec, keep bool) (err error) {
 		if err := waitTemplate(ctx, env, ns, w.name+"-channel"); err != nil {
 			return err
 		}
-		if err := harness.CreateDomainPods(ctx, c, ns, w.name, 0, w.pods, w.gpus, harness.Cdplace); err != nil {
+		job := harness.DomainJob(ns, w.name, w.name, harness.JobSpec{Parallelism: w.pods, Completions: w.pods, GPUs: w.gpus}, harness.Cdplace)
+		if _, err := c.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 			return err
 		}
-		step("ComputeDomain %s/%s: %d pods x %d GPUs (%s)", ns, w.name, w.pods, w.gpus, w.what)
+		step("ComputeDomain %s/%s: a Job of %d pods x %d GPUs (%s)", ns, w.name, w.pods, w.gpus, w.what)
 	}
 	for i := 0; i < 3; i++ {
 		if _, err := c.CoreV1().Pods(ns).Create(ctx, harness.GPUPod(ns, fmt.Sprintf("plain-gpu-%d", i), 4, harness.Cdplace), metav1.CreateOptions{}); err != nil {
