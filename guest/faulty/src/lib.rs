@@ -1,8 +1,11 @@
 //! A test-only component with the cdplace world that misbehaves on demand, so the host's
 //! fail-closed handling is tested against real traps, endless loops and memory exhaustion.
-//! `configure` takes the fault: `"trap"`, `"loop"`, `"oom"` or anything else for none; the fault
-//! fires in `pre-filter` for pods whose key starts with `fault/`, and every other pod is skipped,
-//! so a test can show that the host discards the broken instance and keeps serving.
+//! `configure` takes the fault: `"trap"`, `"loop"`, `"oom"` or anything else for none, either as
+//! a bare JSON string or as `{"fault": "loop", "guestCallTimeout": "50ms", "guestMemoryLimitMiB":
+//! 16}` (the host fields, returned in the settings, so a test can run the host's limits from the
+//! arguments as in production); the fault fires in `pre-filter` for pods whose key starts with
+//! `fault/`, and every other pod is skipped, so a test can show that the host discards the broken
+//! instance and keeps serving.
 #![cfg_attr(target_arch = "wasm32", no_std)]
 
 #[cfg(target_arch = "wasm32")]
@@ -33,17 +36,41 @@ mod faulty {
     unsafe impl Sync for Strings {}
     static STRINGS: Strings = Strings(RefCell::new(Vec::new()));
 
+    /// The text after `"key":` in flat JSON, with its quotes removed (enough for test arguments).
+    fn raw_field<'a>(json: &'a str, key: &str) -> Option<&'a str> {
+        let quoted = alloc::format!("\"{key}\"");
+        let rest = json[json.find(&quoted)? + quoted.len()..].trim_start().strip_prefix(':')?.trim_start();
+        let end = rest.find([',', '}']).unwrap_or(rest.len());
+        Some(rest[..end].trim())
+    }
+
+    fn string_field<'a>(json: &'a str, key: &str) -> Option<&'a str> {
+        raw_field(json, key)?.strip_prefix('"')?.strip_suffix('"')
+    }
+
+    fn number_field(json: &str, key: &str) -> Option<u32> {
+        raw_field(json, key)?.parse().ok()
+    }
+
     struct Faulty;
 
     impl bindings::Guest for Faulty {
         fn configure(args: String) -> Result<Settings, PolicyError> {
-            let fault = match args.trim_matches('"') {
+            let args = args.trim();
+            let fault =
+                if args.starts_with('{') { string_field(args, "fault").unwrap_or("") } else { args.trim_matches('"') };
+            let fault = match fault {
                 "trap" => 1,
                 "loop" => 2,
                 "oom" => 3,
                 _ => 0,
             };
             FAULT.store(fault, Ordering::Relaxed);
+            let call_timeout_ms = string_field(args, "guestCallTimeout")
+                .and_then(|t| t.strip_suffix("ms"))
+                .and_then(|t| t.parse().ok())
+                .unwrap_or(2_000);
+            let memory_limit_mib = number_field(args, "guestMemoryLimitMiB").unwrap_or(512);
             Ok(Settings {
                 clique_label: "nvidia.com/gpu.clique".into(),
                 gpu_resource_name: "nvidia.com/gpu".into(),
@@ -51,8 +78,8 @@ mod faulty {
                 compute_domain_driver: "compute-domain.nvidia.com".into(),
                 size_annotation: "cdplace.nvidia.com/size".into(),
                 guest_path: None,
-                call_timeout_ms: 2_000,
-                memory_limit_mib: 512,
+                call_timeout_ms,
+                memory_limit_mib,
             })
         }
 

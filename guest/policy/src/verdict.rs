@@ -6,14 +6,16 @@ use alloc::vec::Vec;
 
 use crate::facts::StrId;
 
-/// A scheduling framework status code.
+/// A scheduling framework status code. The discriminants are `cdplace_code_t` of the host's C
+/// ABI (`host-shim/lib/include/cdplace.h`): the packed decision writes `code as u8`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u8)]
 pub enum Code {
-    Success,
-    Skip,
-    Unschedulable,
-    UnschedulableAndUnresolvable,
-    Error,
+    Success = 0,
+    Skip = 1,
+    Unschedulable = 2,
+    UnschedulableAndUnresolvable = 3,
+    Error = 4,
 }
 
 impl Code {

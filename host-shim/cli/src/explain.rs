@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
 use cdplace_host::extract::{self, Kind};
-use cdplace_host::{Backend, Cluster, Code, Decision, Error, Limits, Runtime, Status};
+use cdplace_host::{Backend, Cluster, Code, Decision, Error, Runtime, Status};
 
 /// The message prefix of every failure.
 pub const PROGRAM: &str = "cdplace explain";
@@ -42,7 +42,7 @@ pub enum ExplainError {
     #[error("{0}")]
     UnknownPod(String),
     /// The policy component could not be loaded, or failed while deciding.
-    #[error("{0}")]
+    #[error(transparent)]
     Policy(Error),
 }
 
@@ -286,7 +286,8 @@ pub struct PreFilterReport {
     #[serde(serialize_with = "code")]
     pub code: Code,
     pub reason: String,
-    /// The PreFilterResult node set: the only nodes the pod may go to, when restricted.
+    /// The PreFilterResult node set: the only nodes the pod may go to, when restricted (the
+    /// domain's clique once it runs, the best-fitting cliques before it starts).
     pub nodes: Option<Vec<String>>,
 }
 
@@ -347,7 +348,7 @@ pub fn explain(cluster: &Cluster, objects: &[SnapshotObject], pod: &PodRef) -> R
         pre_filter: PreFilterReport {
             code: decision.status.code,
             reason: decision.status.reason.clone(),
-            nodes: decision.allowed_nodes.clone(),
+            nodes: decision.node_set.clone(),
         },
         nodes,
         selected,
@@ -363,7 +364,7 @@ fn select(decision: &Decision, nodes: &[NodeReport]) -> Option<String> {
     nodes
         .iter()
         .filter(|n| n.filter.code == Code::Success)
-        .filter(|n| decision.allowed_nodes.as_ref().is_none_or(|a| a.contains(&n.name)))
+        .filter(|n| decision.node_set.as_ref().is_none_or(|a| a.contains(&n.name)))
         .max_by(|a, b| a.score.cmp(&b.score).then_with(|| b.name.cmp(&a.name)))
         .map(|n| n.name.clone())
 }
@@ -442,7 +443,7 @@ pub fn run(opts: &Options) -> Result<Report, ExplainError> {
     if !guest.exists() {
         return Err(input(&guest, "no policy component here (build it with `make guest`, or pass --guest PATH)"));
     }
-    let runtime = Runtime::from_file(&guest, Limits::default()).map_err(ExplainError::Policy)?;
+    let runtime = Runtime::from_file(&guest).map_err(ExplainError::Policy)?;
     let cluster = build_cluster(Backend::Wasm(runtime), &args, opts.config.as_deref(), &objects)?;
     explain(&cluster, &objects, &opts.pod)
 }
@@ -635,7 +636,7 @@ mod tests {
             cliques: Default::default(),
             other: ok,
             nodes: Default::default(),
-            allowed_nodes: allowed.map(|v| v.into_iter().map(String::from).collect()),
+            node_set: allowed.map(|v| v.into_iter().map(String::from).collect()),
         }
     }
 

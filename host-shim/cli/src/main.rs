@@ -31,7 +31,7 @@ fn main() -> ExitCode {
             }
         },
         Err(e) => {
-            eprintln!("{PROGRAM}: {e}");
+            eprintln!("{PROGRAM}: {}", cdplace_host::error::chain(&e));
             ExitCode::from(e.exit_code())
         }
     }

@@ -119,7 +119,8 @@ fn pending_domain_goes_to_the_best_fitting_clique() {
     let r = pending_train();
     assert_eq!(r["pod"], "default/train-0");
     assert_eq!(r["computeDomain"], TRAIN_UID);
-    assert_eq!(r["preFilter"], json!({"code": "Success", "reason": "", "nodes": null}));
+    // Not started: the PreFilterResult is the nodes of the best-fitting cliques (both fit).
+    assert_eq!(r["preFilter"], json!({"code": "Success", "reason": "", "nodes": NODES[1..]}));
     assert_eq!(names(r), NODES);
 
     // Clique A has exactly the two free trays train needs: the best fit, ranked first.

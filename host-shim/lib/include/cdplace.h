@@ -1,24 +1,32 @@
 /*
- * cdplace.h — C ABI of the cdplace host (libcdplace_host.a).
+ * cdplace.h — C ABI of the cdplace host (libcdplace_host.a), version 2.
  *
  * Runs the cdplace placement policy, a WebAssembly component, inside wasmtime on behalf of
  * kube-scheduler. Conventions (as in wasmtime's C API):
  *   - Every fallible function returns an owned cdplace_error_t* (NULL on success); results go
  *     through out-parameters. Free errors with cdplace_error_delete.
  *   - Strings are (pointer, length) UTF-8, borrowed only for the duration of the call; they need
- *     no NUL terminator.
+ *     no NUL terminator. Byte buffers are (pointer, length) too; a length of 0 allows NULL.
  *   - Bytes the library allocates (cdplace_bytes_t) are freed with cdplace_bytes_delete.
  *   - A Rust panic never unwinds into the caller: it becomes CDPLACE_ERROR_PANIC.
  *   - The library installs no signal handlers (safe inside a Go process).
- * Thread-safety: a cdplace_runtime_t and a cdplace_cluster_t may be used from many threads at
- * once; each concurrent cdplace_cluster_pre_filter gets its own guest instance.
+ *   - Packed formats are little-endian. Their primitives:
+ *       str  = u32 byte length + UTF-8 bytes
+ *       ostr = u8 0 | u8 1, str
+ *       ou32 = u8 0 | u8 1, u32
+ *       oi32 = u8 0 | u8 1, i32
+ *     Booleans are u8 0 | 1 exactly.
+ *
+ * Thread-safety: each function says. In short, a cdplace_runtime_t and a cdplace_cluster_t may
+ * be used from many threads at once (each concurrent cdplace_cluster_pre_filter gets its own
+ * guest instance, and no lock is held during a guest call); only the *_delete functions need
+ * the caller to ensure nothing else uses the object.
  *
  * Link: libcdplace_host.a -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
  */
 #ifndef CDPLACE_H
 #define CDPLACE_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,101 +34,189 @@
 extern "C" {
 #endif
 
+/** An error: a kind and a message. Owned by the caller once returned. */
 typedef struct cdplace_error_t cdplace_error_t;
+/** The compiled policy component. */
 typedef struct cdplace_runtime_t cdplace_runtime_t;
+/** A cluster view with the policy instances that evaluate it. */
 typedef struct cdplace_cluster_t cdplace_cluster_t;
 
-/* Bytes owned by the library; free with cdplace_bytes_delete. */
+/** Bytes owned by the library; free with cdplace_bytes_delete. */
 typedef struct cdplace_bytes_t {
   uint8_t *data;
   size_t len;
 } cdplace_bytes_t;
 
-/* Error kinds returned by cdplace_error_kind. */
-#define CDPLACE_ERROR_LOAD 1           /* the component could not be read or compiled */
-#define CDPLACE_ERROR_TRAP 2           /* the guest trapped; its instance was discarded */
-#define CDPLACE_ERROR_TIMEOUT 3        /* the guest passed its deadline; instance discarded */
-#define CDPLACE_ERROR_OUT_OF_MEMORY 4  /* the guest passed its memory limit; instance discarded */
-#define CDPLACE_ERROR_INVALID_ARGS 5   /* plugin arguments invalid; the message names the field */
-#define CDPLACE_ERROR_INVALID_OBJECT 6 /* a Kubernetes object could not be understood */
-#define CDPLACE_ERROR_INVALID_INPUT 7  /* the guest rejected input (a host bug) */
-#define CDPLACE_ERROR_UNKNOWN_POD 8    /* pre_filter for a pod the view does not have */
-#define CDPLACE_ERROR_PANIC 9          /* a bug in the library, caught at the boundary */
-#define CDPLACE_ERROR_BAD_CALL 10      /* NULL pointers, bad UTF-8, unknown kind, bad overlay */
+/** Error kinds returned by cdplace_error_kind. */
+typedef enum cdplace_error_kind_t {
+  CDPLACE_ERROR_LOAD = 1,           /* the component could not be read or compiled */
+  CDPLACE_ERROR_TRAP = 2,           /* the guest trapped; its instance was discarded */
+  CDPLACE_ERROR_TIMEOUT = 3,        /* the guest passed its deadline; instance discarded */
+  CDPLACE_ERROR_OUT_OF_MEMORY = 4,  /* the guest passed its memory limit; instance discarded */
+  CDPLACE_ERROR_INVALID_ARGS = 5,   /* plugin arguments invalid; the message names the field */
+  CDPLACE_ERROR_INVALID_OBJECT = 6, /* a Kubernetes object could not be understood */
+  CDPLACE_ERROR_INVALID_INPUT = 7,  /* the guest rejected input (a host bug) */
+  CDPLACE_ERROR_UNKNOWN_POD = 8,    /* a call named a pod the view does not have */
+  CDPLACE_ERROR_PANIC = 9,          /* a bug in the library, caught at the boundary */
+  CDPLACE_ERROR_BAD_CALL = 10       /* NULL pointers, bad UTF-8, a malformed batch or overlay */
+} cdplace_error_kind_t;
 
-/* The error's kind, one of CDPLACE_ERROR_*. */
-int32_t cdplace_error_kind(const cdplace_error_t *err);
-/* Copies up to cap bytes of the message into buf (no NUL added); returns its full length. */
+/** A scheduling framework status code, as the packed decision carries it (one byte). */
+typedef enum cdplace_code_t {
+  CDPLACE_CODE_SUCCESS = 0,
+  CDPLACE_CODE_SKIP = 1,                          /* not a ComputeDomain pod */
+  CDPLACE_CODE_UNSCHEDULABLE = 2,                 /* preemption or a change may help */
+  CDPLACE_CODE_UNSCHEDULABLE_AND_UNRESOLVABLE = 3,
+  CDPLACE_CODE_ERROR = 4
+} cdplace_code_t;
+
+/** The kind of a record of a facts batch (one byte). */
+typedef enum cdplace_kind_t {
+  CDPLACE_KIND_NODE = 1,
+  CDPLACE_KIND_POD = 2,
+  CDPLACE_KIND_RESOURCE_CLAIM = 3,
+  CDPLACE_KIND_RESOURCE_CLAIM_TEMPLATE = 4,
+  CDPLACE_KIND_RESOURCE_SLICE = 5,
+  CDPLACE_KIND_COMPUTE_DOMAIN = 6,
+  CDPLACE_KIND_POD_GROUP = 7,
+  CDPLACE_KIND_OWNER = 8 /* a workload controller's size; name = owner key "<Kind>/<ns>/<name>" */
+} cdplace_kind_t;
+
+/**
+ * The error's kind, one of cdplace_error_kind_t (CDPLACE_ERROR_BAD_CALL for NULL).
+ * Thread-safe; err must stay alive for the call.
+ */
+cdplace_error_kind_t cdplace_error_kind(const cdplace_error_t *err);
+
+/**
+ * Copies up to cap bytes of the message (UTF-8, no NUL added) into buf and returns the
+ * message's full length, so a caller can size its buffer (buf may be NULL when cap is 0).
+ * Thread-safe; err must stay alive for the call.
+ */
 size_t cdplace_error_message(const cdplace_error_t *err, uint8_t *buf, size_t cap);
-/* Frees an error (NULL allowed). */
+
+/** Frees an error (NULL allowed). Not concurrently with other uses of err. */
 void cdplace_error_delete(cdplace_error_t *err);
-/* Frees library-owned bytes (NULL allowed); resets data and len. */
+
+/** Frees library-owned bytes (NULL allowed); resets data and len. Not concurrently with other uses. */
 void cdplace_bytes_delete(cdplace_bytes_t *bytes);
 
-/* Compiles the policy component once. memory_bytes: most linear memory per guest instance;
- * deadline_ms: longest one guest call may run. 0 means the default (512 MiB, 2000 ms). */
-cdplace_error_t *cdplace_runtime_new(const uint8_t *wasm, size_t wasm_len, uint64_t memory_bytes,
-                                     uint64_t deadline_ms, cdplace_runtime_t **out);
-/* Frees a runtime; clusters made from it stay valid until freed. */
+/**
+ * Compiles the policy component (.wasm bytes) once and writes the runtime to *out. The
+ * component may import nothing. Limits are not set here: each cluster takes them from its
+ * plugin arguments. Errors: CDPLACE_ERROR_LOAD, CDPLACE_ERROR_BAD_CALL.
+ * Thread-safe; the result may be shared between threads.
+ */
+cdplace_error_t *cdplace_runtime_new(const uint8_t *wasm, size_t wasm_len, cdplace_runtime_t **out);
+
+/**
+ * Frees a runtime (NULL allowed); clusters made from it keep what they need until they are freed.
+ * Not concurrently with other uses of rt.
+ */
 void cdplace_runtime_delete(cdplace_runtime_t *rt);
 
-/* A cluster view evaluated by the runtime's component under the plugin arguments (JSON of
- * ComputeDomainPlacementArgs; empty for defaults). Bad arguments: CDPLACE_ERROR_INVALID_ARGS. */
+/**
+ * A cluster view evaluated by the runtime's component, written to *out. args is the plugin's
+ * raw pluginConfig args as JSON, every field (guestPath, guestCallTimeout and
+ * guestMemoryLimitMiB included; empty for defaults). The policy is the only validator: invalid
+ * arguments give CDPLACE_ERROR_INVALID_ARGS with its text. The cluster's guest instances run
+ * under the call timeout and memory limit of these arguments.
+ * Thread-safe; the result may be shared between threads.
+ */
 cdplace_error_t *cdplace_cluster_new(const cdplace_runtime_t *rt, const char *args, size_t args_len,
                                      cdplace_cluster_t **out);
-/* The same with the policy compiled natively into the library (comparisons only). */
-cdplace_error_t *cdplace_cluster_new_native(const char *args, size_t args_len, cdplace_cluster_t **out);
-/* Frees a cluster; no call on it may be in flight. */
+
+/** Frees a cluster (NULL allowed). No call on it may be in flight or follow. */
 void cdplace_cluster_delete(cdplace_cluster_t *c);
 
-/* The extraction keys of the validated arguments as JSON: {"cliqueLabel", "gpuResourceName",
- * "gpuDriver", "computeDomainDriver", "sizeAnnotation"}. */
-cdplace_error_t *cdplace_cluster_keys(const cdplace_cluster_t *c, cdplace_bytes_t *out);
+/**
+ * The validated arguments the host needs, as JSON in *out:
+ *   {"cliqueLabel": S, "gpuResourceName": S, "gpuDriver": S, "computeDomainDriver": S,
+ *    "sizeAnnotation": S, "guestPath": S|null, "callTimeoutMs": N, "memoryLimitMiB": N}
+ * Thread-safe.
+ */
+cdplace_error_t *cdplace_cluster_settings(const cdplace_cluster_t *c, cdplace_bytes_t *out);
 
-/* Adds or updates an object (JSON with apiVersion and kind: Node, Pod, ResourceClaim,
- * ResourceClaimTemplate, ResourceSlice, ComputeDomain, PodGroup). Other kinds are ignored;
- * *read (if not NULL) is set to whether the kind was read. */
-cdplace_error_t *cdplace_cluster_apply(const cdplace_cluster_t *c, const char *json, size_t len, bool *read);
-/* Removes an object by kind name (as above), namespace ("" for cluster-scoped) and name. */
-cdplace_error_t *cdplace_cluster_remove(const cdplace_cluster_t *c, const char *kind, size_t kind_len,
-                                        const char *ns, size_t ns_len, const char *name, size_t name_len);
-/* Reserve: counts the pod on the node at once. Unknown pod: CDPLACE_ERROR_UNKNOWN_POD. */
+/**
+ * Applies a packed facts batch, in order. The whole batch is decoded first: a malformed batch
+ * gives CDPLACE_ERROR_BAD_CALL naming the byte offset and the record index, and nothing of it
+ * is applied. Thread-safe (batches from several threads apply one after another).
+ *
+ *   batch  = "CDF1", u32 nrecords, nrecords x record
+ *   record = u8 op (1 upsert, 2 remove), u8 kind (cdplace_kind_t), body
+ *   remove body: str namespace ("" for cluster-scoped kinds and for Owner),
+ *                str name (for Owner: the owner key)
+ *   upsert bodies:
+ *     Node          str name, ostr cliqueLabel, ostr domainLabel (resource.nvidia.com/computeDomain),
+ *                   u8 unschedulable, u32 gpus (allocatable of the GPU extended resource)
+ *     Pod           str namespace, str name, u8 terminal (phase Succeeded|Failed: removes the pod),
+ *                   ostr nodeName, ostr nominatedNodeName,
+ *                   u32 nclaims x (str name, ostr resourceClaimTemplateName, ostr resourceClaimName,
+ *                                  ostr generatedClaimName),
+ *                   u32 gpus (extended resource: max(sum of containers, max of init containers),
+ *                   requests else limits), ou32 sizeAnnotation,
+ *                   ostr podGroupName (spec.schedulingGroup.podGroupName),
+ *                   ostr ownerKey ("<Kind>/<ns>/<name>" of the top-level controller whose size counts),
+ *                   i64 createdMs (creationTimestamp, Unix ms, 0 if unset), i32 priority (0 if unset)
+ *     ResourceClaim str namespace, str name, ostr domain (domainID of an opaque
+ *                   ComputeDomainChannelConfig/DaemonConfig of the compute-domain driver),
+ *                   u8 daemon, u32 gpuCount, u8 gpuAll, ou32 allocatedGpus
+ *     ResourceClaimTemplate  str namespace, str name, ostr domain (label
+ *                   resource.nvidia.com/computeDomain, else config domainID), u8 daemon (label
+ *                   resource.nvidia.com/computeDomainTarget == Daemon, else DaemonConfig),
+ *                   u32 gpuCount, u8 gpuAll
+ *     ResourceSlice str name, ostr node (only for slices of the GPU driver),
+ *                   u32 gpus (devices with attribute type absent or "gpu")
+ *     ComputeDomain str namespace, str name, str uid, ou32 sizeAnnotation, ou32 numNodes (when > 0)
+ *     PodGroup      str namespace, str name, ou32 minCount (spec.schedulingPolicy.gang.minCount),
+ *                   oi32 priority (spec.priority)
+ *     Owner         str key ("Job/ns/name", "JobSet/ns/name", "StatefulSet/ns/name",
+ *                   "Deployment/ns/name", "ReplicaSet/ns/name", "LeaderWorkerSet/ns/name"),
+ *                   ou32 size (none: forget the owner), str source ("Job training/trainer
+ *                   spec.parallelism"), oi32 priority
+ *   Names, namespaces of namespaced kinds, the ComputeDomain uid and the owner key must not be
+ *   empty; no bytes may follow the last record.
+ */
+cdplace_error_t *cdplace_cluster_apply_facts(const cdplace_cluster_t *c, const uint8_t *facts, size_t len);
+
+/**
+ * Reserve: counts the pod ns/name on the node at once, until it is bound or forgotten.
+ * Unknown pod: CDPLACE_ERROR_UNKNOWN_POD. Thread-safe.
+ */
 cdplace_error_t *cdplace_cluster_assume(const cdplace_cluster_t *c, const char *ns, size_t ns_len,
                                         const char *name, size_t name_len, const char *node, size_t node_len);
-/* Unreserve. */
+
+/** Unreserve: forgets an assumption (none is fine). Thread-safe. */
 cdplace_error_t *cdplace_cluster_forget(const cdplace_cluster_t *c, const char *ns, size_t ns_len,
                                         const char *name, size_t name_len);
 
-/* PreFilter for pod ns/name, as if the overlay were applied. overlay: JSON array of
- *   {"op":"remove","namespace":N,"name":P} and {"op":"add","namespace":N,"name":P,"node":X}
- * (empty: none). Writes the decision JSON to *out:
- *   {"status": {"code": C, "reason": R},          C: Success|Skip|Unschedulable|
- *    "domain": UID|null,                             UnschedulableAndUnresolvable|Error
- *    "exclusive": bool,                           only the successful cliques are allowed
- *    "cliques": {LABEL: {"code", "reason", "score"}},  by nvidia.com/gpu.clique value
- *    "other": {"code", "reason"},                 nodes whose clique is not listed
- *    "nodes": {NODE: {"code", "reason"}},         nodes that differ from their clique
- *    "allowedNodes": [NODE...]|null}             the PreFilterResult when exclusive
+/**
+ * PreFilter for pod ns/name, as if the packed overlay (preemption's AddPod/RemovePod) were
+ * applied; overlay_len 0 means none:
+ *   u32 n x (u8 op (1 remove, 2 add), str namespace, str name, str node ("" for remove))
+ * Writes the packed decision to *out:
+ *   "CDP2"
+ *   u32 nreasons, nreasons x str
+ *   status: u8 code (cdplace_code_t), u32 reason (index into the reasons)
+ *   u8 has_domain, [str domain]                    the pod's ComputeDomain UID
+ *   u8 exclusive                                   only the successful cliques are allowed
+ *   other: u8 code, u32 reason                     nodes whose clique is not listed
+ *   u32 ncliques x (str label, u8 code, u32 reason, u32 score)   by clique label value
+ *   u32 nnodes x (str node, u8 code, u32 reason)                 nodes that differ from their clique
+ *   u8 has_node_set, [u32 n x str node]            the PreFilterResult: when exclusive, the nodes
+ *                                                  of the domain's clique; for a domain not started,
+ *                                                  the nodes of its 3 best-scoring fitting cliques
+ *                                                  (ties at the cut included); otherwise absent
+ *                                                  (all nodes)
  * Filter(node) = status if not Success, else nodes[node], else cliques[label], else other;
- * Score(node) = cliques[label].score when that node's Filter is Success. */
+ * Score(node) = cliques[label].score when Filter(node) is Success.
+ * Errors: CDPLACE_ERROR_UNKNOWN_POD; CDPLACE_ERROR_TRAP, _TIMEOUT, _OUT_OF_MEMORY (the instance is
+ * discarded and the next call uses a fresh one); CDPLACE_ERROR_BAD_CALL for a malformed overlay.
+ * Thread-safe: concurrent calls run on separate guest instances.
+ */
 cdplace_error_t *cdplace_cluster_pre_filter(const cdplace_cluster_t *c, const char *ns, size_t ns_len,
-                                            const char *name, size_t name_len, const char *overlay,
+                                            const char *name, size_t name_len, const uint8_t *overlay,
                                             size_t overlay_len, cdplace_bytes_t *out);
-
-/* cdplace_cluster_pre_filter with the decision packed instead of JSON (what the Go adapter
- * reads; no per-node strings are built and it decodes without a JSON parser). Little-endian:
- *   "CDP1"
- *   u32 nreasons, then nreasons × str          str = u32 length + UTF-8 bytes
- *   status: u8 code, u32 reason                 code: 0 Success, 1 Skip, 2 Unschedulable,
- *   u8 has_domain, [str domain]                       3 UnschedulableAndUnresolvable, 4 Error
- *   u8 exclusive                                reason: index into the reasons
- *   other: u8 code, u32 reason
- *   u32 ncliques, then × (str label, u8 code, u32 reason, u32 score)
- *   u32 nnodes, then × (str node, u8 code, u32 reason)
- *   u32 nallowed, then × str node               (0 unless exclusive) */
-cdplace_error_t *cdplace_cluster_pre_filter_packed(const cdplace_cluster_t *c, const char *ns, size_t ns_len,
-                                                   const char *name, size_t name_len, const char *overlay,
-                                                   size_t overlay_len, cdplace_bytes_t *out);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,6 @@
 //! Kubernetes objects (JSON, as the API server or `kubectl get -o json` writes them) to the few
-//! facts the policy needs. Only this module reads Kubernetes object shapes.
+//! facts the policy needs ([`Object`]). Only this module reads Kubernetes object shapes; the Go
+//! adapter extracts the same facts itself and sends them packed (`crate::facts`).
 
 use cdplace_policy::GpuDemand;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -7,6 +8,7 @@ use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimSpec, ResourceC
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::settings::Settings;
 use crate::{Error, Result};
 
 /// The node label the NVIDIA driver sets at Prepare.
@@ -14,42 +16,33 @@ pub const DOMAIN_LABEL: &str = "resource.nvidia.com/computeDomain";
 /// The template label naming what a ComputeDomain template is for (`Workload` or `Daemon`).
 pub const TARGET_LABEL: &str = "resource.nvidia.com/computeDomainTarget";
 
-/// The names that configure extraction (from the validated plugin arguments).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Keys {
-    pub clique_label: String,
-    pub gpu_resource_name: String,
-    pub gpu_driver: String,
-    pub compute_domain_driver: String,
-    pub size_annotation: String,
-}
-
-impl From<&crate::bindings::Settings> for Keys {
-    fn from(s: &crate::bindings::Settings) -> Self {
-        Keys {
-            clique_label: s.clique_label.clone(),
-            gpu_resource_name: s.gpu_resource_name.clone(),
-            gpu_driver: s.gpu_driver.clone(),
-            compute_domain_driver: s.compute_domain_driver.clone(),
-            size_annotation: s.size_annotation.clone(),
-        }
-    }
-}
-
-/// An object kind cdplace reads.
+/// An object kind cdplace reads. The discriminants are `cdplace_kind_t` of the C ABI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
 pub enum Kind {
-    Node,
-    Pod,
-    ResourceClaim,
-    ResourceClaimTemplate,
-    ResourceSlice,
-    ComputeDomain,
-    PodGroup,
+    Node = 1,
+    Pod = 2,
+    ResourceClaim = 3,
+    ResourceClaimTemplate = 4,
+    ResourceSlice = 5,
+    ComputeDomain = 6,
+    PodGroup = 7,
     /// A workload object's size as the Go adapter extracts it (Job, StatefulSet, JobSet, ...);
     /// not an API kind of its own: its name is the owner key `<Kind>/<namespace>/<name>`.
-    Owner,
+    Owner = 8,
 }
+
+/// Every kind, in `cdplace_kind_t` order.
+const KINDS: [Kind; 8] = [
+    Kind::Node,
+    Kind::Pod,
+    Kind::ResourceClaim,
+    Kind::ResourceClaimTemplate,
+    Kind::ResourceSlice,
+    Kind::ComputeDomain,
+    Kind::PodGroup,
+    Kind::Owner,
+];
 
 impl Kind {
     /// The kind for an object's `apiVersion` and `kind`, when cdplace reads it.
@@ -83,18 +76,17 @@ impl Kind {
 
     /// Parses [`Kind::as_str`].
     pub fn parse(s: &str) -> Option<Kind> {
-        [
-            Kind::Node,
-            Kind::Pod,
-            Kind::ResourceClaim,
-            Kind::ResourceClaimTemplate,
-            Kind::ResourceSlice,
-            Kind::ComputeDomain,
-            Kind::PodGroup,
-            Kind::Owner,
-        ]
-        .into_iter()
-        .find(|k| k.as_str() == s)
+        KINDS.into_iter().find(|k| k.as_str() == s)
+    }
+
+    /// The `cdplace_kind_t` value.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The kind of a `cdplace_kind_t` value.
+    pub fn from_code(code: u8) -> Option<Kind> {
+        KINDS.into_iter().find(|k| k.code() == code)
     }
 
     /// Namespaced kinds.
@@ -244,7 +236,7 @@ fn device_quantity(q: &str) -> Option<u32> {
 }
 
 /// Extracts the facts of one object; `None` for kinds cdplace does not read.
-pub fn extract(v: &Value, keys: &Keys) -> Result<Option<Object>> {
+pub fn extract(v: &Value, keys: &Settings) -> Result<Option<Object>> {
     let api_version = v.get("apiVersion").and_then(Value::as_str).unwrap_or("");
     let kind_name = v.get("kind").and_then(Value::as_str).unwrap_or("");
     let Some(kind) = Kind::of(api_version, kind_name) else { return Ok(None) };
@@ -350,7 +342,7 @@ pub fn extract(v: &Value, keys: &Keys) -> Result<Option<Object>> {
     }))
 }
 
-fn node(v: &Value, keys: &Keys) -> Result<Object> {
+fn node(v: &Value, keys: &Settings) -> Result<Object> {
     let n: Node = typed(v)?;
     let name = required(v, "metadata.name", n.metadata.name.clone())?;
     let labels = n.metadata.labels.unwrap_or_default();
@@ -370,7 +362,7 @@ fn node(v: &Value, keys: &Keys) -> Result<Object> {
     })
 }
 
-fn pod(v: &Value, keys: &Keys) -> Result<Object> {
+fn pod(v: &Value, keys: &Settings) -> Result<Object> {
     let p: Pod = typed(v)?;
     let name = required(v, "metadata.name", p.metadata.name.clone())?;
     let namespace = required(v, "metadata.namespace", p.metadata.namespace.clone())?;
@@ -425,7 +417,7 @@ fn pod(v: &Value, keys: &Keys) -> Result<Object> {
 }
 
 /// GPUs a claim spec asks for: requests on the GPU driver's device class.
-fn gpu_demand(spec: &ResourceClaimSpec, keys: &Keys) -> GpuDemand {
+fn gpu_demand(spec: &ResourceClaimSpec, keys: &Settings) -> GpuDemand {
     let mut d = GpuDemand::default();
     for r in spec.devices.as_ref().and_then(|d| d.requests.as_ref()).into_iter().flatten() {
         // A prioritized list: the first alternative is the preferred one.
@@ -446,7 +438,7 @@ fn gpu_demand(spec: &ResourceClaimSpec, keys: &Keys) -> GpuDemand {
 }
 
 /// The ComputeDomain a claim spec's opaque config names: `(domainID, is daemon config)`.
-fn channel_config(v: &Value, spec: &ResourceClaimSpec, keys: &Keys) -> Result<(Option<String>, bool)> {
+fn channel_config(v: &Value, spec: &ResourceClaimSpec, keys: &Settings) -> Result<(Option<String>, bool)> {
     for c in spec.devices.as_ref().and_then(|d| d.config.as_ref()).into_iter().flatten() {
         let Some(o) = &c.opaque else { continue };
         if o.driver != keys.compute_domain_driver {

@@ -9,14 +9,11 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::time::Duration;
 
-use serde_json::{Value, json};
-
-use crate::Error;
-use crate::cluster::{Backend, Cluster, Decision, Overlay, Status};
-use crate::extract::Kind;
-use crate::runtime::{Limits, Runtime};
+use crate::cluster::Cluster;
+use crate::pool::Backend;
+use crate::runtime::Runtime;
+use crate::{Error, overlay};
 
 /// An error with a kind and a message.
 #[derive(Debug)]
@@ -41,7 +38,7 @@ pub struct cdplace_bytes_t {
     pub len: usize,
 }
 
-/// Error kinds (`cdplace_error_kind`), stable numbers.
+/// Error kinds (`cdplace_error_kind_t`), stable numbers.
 pub mod kind {
     pub const LOAD: i32 = 1;
     pub const TRAP: i32 = 2;
@@ -58,16 +55,17 @@ pub mod kind {
 impl From<Error> for cdplace_error_t {
     fn from(e: Error) -> Self {
         let kind = match &e {
-            Error::Load(_) => kind::LOAD,
-            Error::Trap(_) => kind::TRAP,
-            Error::Timeout(_) => kind::TIMEOUT,
-            Error::OutOfMemory(_) => kind::OUT_OF_MEMORY,
+            Error::Read { .. } | Error::Load(_) => kind::LOAD,
+            Error::Trap { .. } => kind::TRAP,
+            Error::Timeout { .. } => kind::TIMEOUT,
+            Error::OutOfMemory { .. } => kind::OUT_OF_MEMORY,
             Error::InvalidArgs(_) => kind::INVALID_ARGS,
             Error::InvalidObject(_) => kind::INVALID_OBJECT,
             Error::InvalidInput(_) => kind::INVALID_INPUT,
             Error::UnknownPod(_) => kind::UNKNOWN_POD,
+            Error::MalformedFacts { .. } | Error::MalformedOverlay { .. } => kind::BAD_CALL,
         };
-        cdplace_error_t { kind, message: e.to_string() }
+        cdplace_error_t { kind, message: crate::error::chain(&e) }
     }
 }
 
@@ -93,6 +91,21 @@ fn guard(f: impl FnOnce() -> FfiResult) -> *mut cdplace_error_t {
     }
 }
 
+/// Borrows a byte argument.
+///
+/// # Safety
+/// `ptr` must be valid for reads of `len` bytes (or `len` must be 0).
+unsafe fn bytes<'a>(ptr: *const u8, len: usize, what: &str) -> FfiResult<&'a [u8]> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if ptr.is_null() {
+        return Err(bad_call(format!("{what} is NULL")));
+    }
+    // SAFETY: the caller guarantees `ptr` is valid for `len` bytes during the call.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
+
 /// Borrows a UTF-8 string argument.
 ///
 /// # Safety
@@ -101,12 +114,9 @@ unsafe fn text<'a>(ptr: *const u8, len: usize, what: &str) -> FfiResult<&'a str>
     if len == 0 {
         return Ok("");
     }
-    if ptr.is_null() {
-        return Err(bad_call(format!("{what} is NULL")));
-    }
-    // SAFETY: the caller guarantees `ptr` is valid for `len` bytes during the call.
-    let bytes = unsafe { std::slice::from_raw_parts(ptr, len) };
-    std::str::from_utf8(bytes).map_err(|e| bad_call(format!("{what} is not UTF-8: {e}")))
+    // SAFETY: per the contract above.
+    let b = unsafe { bytes(ptr, len, what) }?;
+    std::str::from_utf8(b).map_err(|e| bad_call(format!("{what} is not UTF-8: {e}")))
 }
 
 /// # Safety
@@ -184,8 +194,7 @@ pub unsafe extern "C" fn cdplace_error_delete(e: *mut cdplace_error_t) {
     }
 }
 
-/// Compiles a policy component (`.wasm` bytes) with limits for every guest call
-/// (`memory_bytes` 0 and `deadline_ms` 0 mean the defaults).
+/// Compiles a policy component (`.wasm` bytes) once. Limits are per cluster, from its arguments.
 ///
 /// # Safety
 /// `wasm` must be valid for `wasm_len` bytes; `out` must be writable.
@@ -193,8 +202,6 @@ pub unsafe extern "C" fn cdplace_error_delete(e: *mut cdplace_error_t) {
 pub unsafe extern "C" fn cdplace_runtime_new(
     wasm: *const u8,
     wasm_len: usize,
-    memory_bytes: u64,
-    deadline_ms: u64,
     out: *mut *mut cdplace_runtime_t,
 ) -> *mut cdplace_error_t {
     guard(|| {
@@ -202,15 +209,8 @@ pub unsafe extern "C" fn cdplace_runtime_new(
             return Err(bad_call("wasm and out must not be NULL"));
         }
         // SAFETY: the caller guarantees `wasm` is valid for `wasm_len` bytes.
-        let bytes = unsafe { std::slice::from_raw_parts(wasm, wasm_len) };
-        let mut limits = Limits::default();
-        if memory_bytes > 0 {
-            limits.memory_bytes = usize::try_from(memory_bytes).unwrap_or(usize::MAX);
-        }
-        if deadline_ms > 0 {
-            limits.deadline = Duration::from_millis(deadline_ms);
-        }
-        let rt = Runtime::new(bytes, limits)?;
+        let wasm = unsafe { bytes(wasm, wasm_len, "wasm") }?;
+        let rt = Runtime::new(wasm)?;
         // SAFETY: `out` is non-null and writable.
         unsafe { out.write(Box::into_raw(Box::new(cdplace_runtime_t(rt)))) };
         Ok(())
@@ -230,8 +230,9 @@ pub unsafe extern "C" fn cdplace_runtime_delete(rt: *mut cdplace_runtime_t) {
 }
 
 /// Makes a cluster view evaluated by the runtime's component under the plugin arguments
-/// (`args`, JSON; empty for defaults). Invalid arguments give `CDPLACE_ERROR_INVALID_ARGS`
-/// with the policy's exact message.
+/// (`args`: the raw pluginConfig args as JSON, every field; empty for defaults). The policy is
+/// the only validator: invalid arguments give `CDPLACE_ERROR_INVALID_ARGS` with its message.
+/// The cluster's instances run under the limits of those arguments.
 ///
 /// # Safety
 /// `rt` must be a live runtime; `args` valid for `args_len` bytes; `out` writable.
@@ -250,36 +251,14 @@ pub unsafe extern "C" fn cdplace_cluster_new(
         };
         // SAFETY: per the contract above.
         let args = unsafe { text(args, args_len, "args") }?;
-        new_cluster(backend, args, out)
+        if out.is_null() {
+            return Err(bad_call("out is NULL"));
+        }
+        let c = Cluster::new(backend, args)?;
+        // SAFETY: `out` is non-null and writable.
+        unsafe { out.write(Box::into_raw(Box::new(cdplace_cluster_t(c)))) };
+        Ok(())
     })
-}
-
-/// Like `cdplace_cluster_new` but with the policy compiled natively into this library (for
-/// comparisons and benchmarks; production uses the component).
-///
-/// # Safety
-/// `args` valid for `args_len` bytes; `out` writable.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cdplace_cluster_new_native(
-    args: *const u8,
-    args_len: usize,
-    out: *mut *mut cdplace_cluster_t,
-) -> *mut cdplace_error_t {
-    guard(|| {
-        // SAFETY: per the contract above.
-        let args = unsafe { text(args, args_len, "args") }?;
-        new_cluster(Backend::Native, args, out)
-    })
-}
-
-fn new_cluster(backend: Backend, args: &str, out: *mut *mut cdplace_cluster_t) -> FfiResult {
-    if out.is_null() {
-        return Err(bad_call("out is NULL"));
-    }
-    let c = Cluster::new(backend, args)?;
-    // SAFETY: `out` is non-null and writable.
-    unsafe { out.write(Box::into_raw(Box::new(cdplace_cluster_t(c)))) };
-    Ok(())
 }
 
 /// Frees a cluster.
@@ -294,82 +273,44 @@ pub unsafe extern "C" fn cdplace_cluster_delete(c: *mut cdplace_cluster_t) {
     }
 }
 
-/// The validated arguments and extraction keys as JSON:
-/// `{"cliqueLabel":…,"gpuResourceName":…,"gpuDriver":…,"computeDomainDriver":…,"sizeAnnotation":…}`.
+/// The validated arguments the host needs, as JSON: `{"cliqueLabel", "gpuResourceName",
+/// "gpuDriver", "computeDomainDriver", "sizeAnnotation", "guestPath" (string|null),
+/// "callTimeoutMs", "memoryLimitMiB"}`.
 ///
 /// # Safety
 /// `c` must be a live cluster; `out` writable.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cdplace_cluster_keys(
+pub unsafe extern "C" fn cdplace_cluster_settings(
     c: *const cdplace_cluster_t,
     out: *mut cdplace_bytes_t,
 ) -> *mut cdplace_error_t {
     guard(|| {
         // SAFETY: per the contract above.
-        let k = unsafe { cluster(c) }?.keys();
-        let v = json!({
-            "cliqueLabel": k.clique_label,
-            "gpuResourceName": k.gpu_resource_name,
-            "gpuDriver": k.gpu_driver,
-            "computeDomainDriver": k.compute_domain_driver,
-            "sizeAnnotation": k.size_annotation,
-        });
-        give(out, v.to_string().into_bytes())
+        let json = unsafe { cluster(c) }?.settings().to_json();
+        give(out, json.into_bytes())
     })
 }
 
-/// Adds or updates one object (JSON as the API server writes it, with `apiVersion` and `kind`).
-/// Kinds cdplace does not read are accepted and ignored; `*read` (when not NULL) tells which.
+/// Applies a packed facts batch (`CDF1`, layout in the header) in order. The batch is decoded
+/// whole first: a malformed one gives `CDPLACE_ERROR_BAD_CALL` naming the byte offset and the
+/// record index, and nothing of it is applied.
 ///
 /// # Safety
-/// `c` must be a live cluster; `json` valid for `len` bytes; `read` NULL or writable.
+/// `c` must be a live cluster; `facts` valid for `len` bytes.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cdplace_cluster_apply(
+pub unsafe extern "C" fn cdplace_cluster_apply_facts(
     c: *const cdplace_cluster_t,
-    json: *const u8,
+    facts: *const u8,
     len: usize,
-    read: *mut bool,
 ) -> *mut cdplace_error_t {
     guard(|| {
         // SAFETY: per the contract above.
-        let (c, s) = unsafe { (cluster(c)?, text(json, len, "json")?) };
-        let v: Value = serde_json::from_str(s).map_err(|e| Error::InvalidObject(format!("object is not JSON: {e}")))?;
-        let was_read = c.apply(&v)?;
-        if !read.is_null() {
-            // SAFETY: `read` is writable per the contract.
-            unsafe { read.write(was_read) };
-        }
-        Ok(())
+        let (c, facts) = unsafe { (cluster(c)?, bytes(facts, len, "facts")?) };
+        Ok(c.apply_facts(facts)?)
     })
 }
 
-/// Removes an object by kind (`Node`, `Pod`, `ResourceClaim`, `ResourceClaimTemplate`,
-/// `ResourceSlice`, `ComputeDomain`, `PodGroup`), namespace (empty for cluster-scoped) and name.
-///
-/// # Safety
-/// `c` must be a live cluster; each string valid for its length.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cdplace_cluster_remove(
-    c: *const cdplace_cluster_t,
-    kind: *const u8,
-    kind_len: usize,
-    ns: *const u8,
-    ns_len: usize,
-    name: *const u8,
-    name_len: usize,
-) -> *mut cdplace_error_t {
-    guard(|| {
-        // SAFETY: per the contract above.
-        let (c, k, ns, name) = unsafe {
-            (cluster(c)?, text(kind, kind_len, "kind")?, text(ns, ns_len, "namespace")?, text(name, name_len, "name")?)
-        };
-        let k = Kind::parse(k).ok_or_else(|| bad_call(format!("unknown kind {k:?}")))?;
-        c.delete(k, ns, name);
-        Ok(())
-    })
-}
-
-/// Marks a pod assumed on a node (Reserve).
+/// Marks a pod assumed on a node (Reserve). Unknown pod: `CDPLACE_ERROR_UNKNOWN_POD`.
 ///
 /// # Safety
 /// `c` must be a live cluster; each string valid for its length.
@@ -412,92 +353,14 @@ pub unsafe extern "C" fn cdplace_cluster_forget(
     })
 }
 
-fn status_json(s: &Status) -> Value {
-    json!({"code": s.code.as_str(), "reason": s.reason})
-}
-
-/// The decision as the JSON documented in `include/cdplace.h`.
-pub fn decision_json(d: &Decision) -> Value {
-    let cliques: serde_json::Map<String, Value> = d
-        .cliques
-        .iter()
-        .map(|(k, (s, score))| (k.clone(), json!({"code": s.code.as_str(), "reason": s.reason, "score": score})))
-        .collect();
-    let nodes: serde_json::Map<String, Value> = d.nodes.iter().map(|(k, s)| (k.clone(), status_json(s))).collect();
-    json!({
-        "status": status_json(&d.status),
-        "domain": d.domain,
-        "exclusive": d.exclusive,
-        "cliques": cliques,
-        "other": status_json(&d.other),
-        "nodes": nodes,
-        "allowedNodes": d.allowed_nodes,
-    })
-}
-
-fn parse_overlay(s: &str) -> FfiResult<Vec<Overlay>> {
-    if s.trim().is_empty() {
-        return Ok(Vec::new());
-    }
-    let v: Vec<Value> = serde_json::from_str(s).map_err(|e| bad_call(format!("overlay is not a JSON array: {e}")))?;
-    v.iter()
-        .map(|o| {
-            let field = |f: &str| {
-                o.get(f)
-                    .and_then(Value::as_str)
-                    .map(String::from)
-                    .ok_or_else(|| bad_call(format!("overlay entry {o} has no {f}")))
-            };
-            match o.get("op").and_then(Value::as_str) {
-                Some("remove") => Ok(Overlay::RemovePod { namespace: field("namespace")?, name: field("name")? }),
-                Some("add") => {
-                    Ok(Overlay::AddPod { namespace: field("namespace")?, name: field("name")?, node: field("node")? })
-                }
-                _ => Err(bad_call(format!("overlay entry {o} has no op \"add\" or \"remove\""))),
-            }
-        })
-        .collect()
-}
-
-/// The arguments both PreFilter entry points take, borrowed; `answer` encodes the decision.
+/// PreFilter for the pod `ns/name`, as if the packed overlay (layout in the header; zero bytes
+/// for none) were applied. Writes the packed decision `CDP2` to `out` (free with
+/// `cdplace_bytes_delete`). A guest trap, timeout or memory exhaustion is an error
+/// (`CDPLACE_ERROR_TRAP`, `_TIMEOUT`, `_OUT_OF_MEMORY`); the instance is discarded and the next
+/// call uses a fresh one.
 ///
 /// # Safety
-/// As for `cdplace_cluster_pre_filter`.
-#[allow(clippy::too_many_arguments)]
-unsafe fn pre_filter_with(
-    c: *const cdplace_cluster_t,
-    ns: *const u8,
-    ns_len: usize,
-    name: *const u8,
-    name_len: usize,
-    overlay: *const u8,
-    overlay_len: usize,
-    out: *mut cdplace_bytes_t,
-    answer: impl FnOnce(&Cluster, &str, &str, &[Overlay]) -> crate::Result<Vec<u8>>,
-) -> *mut cdplace_error_t {
-    guard(|| {
-        // SAFETY: per the contract of the callers.
-        let (c, ns, name, overlay) = unsafe {
-            (
-                cluster(c)?,
-                text(ns, ns_len, "namespace")?,
-                text(name, name_len, "name")?,
-                text(overlay, overlay_len, "overlay")?,
-            )
-        };
-        let overlay = parse_overlay(overlay)?;
-        give(out, answer(c, ns, name, &overlay)?)
-    })
-}
-
-/// PreFilter for the pod `ns/name`, as if the overlay (JSON array of `{"op":"remove",
-/// "namespace","name"}` and `{"op":"add","namespace","name","node"}`; empty for none) were
-/// applied. Writes the decision as JSON to `out` (free with `cdplace_bytes_delete`). A guest
-/// trap, timeout or memory exhaustion is an error (`CDPLACE_ERROR_TRAP`, `_TIMEOUT`,
-/// `_OUT_OF_MEMORY`); the instance is discarded and the next call uses a fresh one.
-///
-/// # Safety
-/// `c` must be a live cluster; each string valid for its length; `out` writable.
+/// `c` must be a live cluster; each string and the overlay valid for its length; `out` writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cdplace_cluster_pre_filter(
     c: *const cdplace_cluster_t,
@@ -509,34 +372,20 @@ pub unsafe extern "C" fn cdplace_cluster_pre_filter(
     overlay_len: usize,
     out: *mut cdplace_bytes_t,
 ) -> *mut cdplace_error_t {
-    // SAFETY: the caller upholds this function's contract, which is pre_filter_with's.
-    unsafe {
-        pre_filter_with(c, ns, ns_len, name, name_len, overlay, overlay_len, out, |c, ns, name, overlay| {
-            Ok(decision_json(&c.pre_filter(ns, name, overlay)?).to_string().into_bytes())
-        })
-    }
-}
-
-/// `cdplace_cluster_pre_filter` with the decision in the packed form documented in the header
-/// (what the Go adapter reads).
-///
-/// # Safety
-/// As for `cdplace_cluster_pre_filter`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cdplace_cluster_pre_filter_packed(
-    c: *const cdplace_cluster_t,
-    ns: *const u8,
-    ns_len: usize,
-    name: *const u8,
-    name_len: usize,
-    overlay: *const u8,
-    overlay_len: usize,
-    out: *mut cdplace_bytes_t,
-) -> *mut cdplace_error_t {
-    // SAFETY: the caller upholds this function's contract, which is pre_filter_with's.
-    unsafe {
-        pre_filter_with(c, ns, ns_len, name, name_len, overlay, overlay_len, out, |c, ns, name, overlay| {
-            c.pre_filter_packed(ns, name, overlay)
-        })
-    }
+    guard(|| {
+        // SAFETY: per the contract above.
+        let (c, ns, name, overlay) = unsafe {
+            (
+                cluster(c)?,
+                text(ns, ns_len, "namespace")?,
+                text(name, name_len, "name")?,
+                bytes(overlay, overlay_len, "overlay")?,
+            )
+        };
+        if out.is_null() {
+            return Err(bad_call("out is NULL"));
+        }
+        let overlay = overlay::decode(overlay)?;
+        give(out, c.pre_filter_packed(ns, name, &overlay)?)
+    })
 }

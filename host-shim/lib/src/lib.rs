@@ -1,23 +1,40 @@
 //! cdplace-host: the library kube-scheduler links (`libcdplace_host.a`, header
 //! `include/cdplace.h`). It owns running the cdplace placement policy component inside wasmtime
-//! (engine, limits, guest instances), the host's view of the cluster with the journal that keeps
-//! instances in sync, fact extraction from Kubernetes objects, and the C ABI. The `cdplace` CLI
+//! (engine, per-cluster limits, guest instances), the host's view of the cluster with the journal
+//! that keeps instances in sync, fact extraction from Kubernetes objects (JSON) and the packed
+//! facts the Go adapter sends, decisions and their packed form, and the C ABI. The `cdplace` CLI
 //! (`host-shim/cli`) and the test kit (`host-shim/testkit`) build on it; it depends on neither.
 //!
-//! Modules: [`runtime`] (engine, limits, guest instances), [`cluster`] (the host's view, the
-//! journal that keeps instances in sync, decisions), [`extract`] (Kubernetes objects to facts),
-//! `bindings` and `convert` (the WIT types), [`ffi`] (the only module with `unsafe`), [`error`].
+//! Modules: [`runtime`] (engine, limits, guest instances), [`cluster`] (the view's API),
+//! `state` (per-object facts and the deltas they emit), `interner`, `pool` (instances and the
+//! journal), [`decision`] (decisions, the node set, `CDP2`), [`extract`] (Kubernetes objects to
+//! facts), [`facts`] (the packed batch `CDF1`), [`overlay`], [`settings`], `wire` (packed
+//! primitives), `bindings` and `convert` (the WIT types), [`ffi`] (the only module with
+//! `unsafe`), [`error`].
 
 mod bindings;
 pub mod cluster;
 mod convert;
+pub mod decision;
 pub mod error;
 pub mod extract;
+pub mod facts;
 pub mod ffi;
+mod interner;
+pub mod overlay;
+mod pool;
 pub mod runtime;
+pub mod settings;
+mod state;
+mod wire;
 
 pub use cdplace_policy::Code;
-pub use cluster::{Backend, Cluster, Decision, Overlay, Status};
+pub use cluster::Cluster;
+pub use decision::{CANDIDATE_CLIQUES, Decision, Status};
 pub use error::{Error, Result};
-pub use extract::Kind;
+pub use extract::{Kind, Object};
+pub use facts::Record;
+pub use overlay::Overlay;
+pub use pool::Backend;
 pub use runtime::{GuestInstance, Limits, Runtime};
+pub use settings::Settings;

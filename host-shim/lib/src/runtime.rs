@@ -1,7 +1,9 @@
 //! The wasmtime side: one [`Runtime`] per process compiles the component once and keeps an
 //! `InstancePre`; each [`GuestInstance`] is a Store plus an instance, used by one caller at a
-//! time. Every call runs under an epoch deadline and a memory limit, and any trap is returned as
-//! an [`Error`] (the caller then drops the instance, as a trapped instance must not be reused).
+//! time, made with the [`Limits`] of the cluster it serves (limits come from the plugin
+//! arguments, so they belong to a cluster, not to the runtime). Every call runs under an epoch
+//! deadline and a memory limit, and any trap is returned as an [`Error`] (the caller then drops
+//! the instance, as a trapped instance must not be reused).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,14 +13,15 @@ use std::time::Duration;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap};
 
-use crate::bindings::{Policy, PolicyPre, Settings};
+use crate::bindings::{Policy, PolicyPre};
 use crate::convert;
+use crate::settings::Settings;
 use crate::{Error, Result};
 
 /// How long one epoch tick lasts; deadlines are whole ticks.
 const TICK: Duration = Duration::from_millis(1);
 
-/// Bounds on every guest call.
+/// Bounds on every guest call of one instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Largest linear memory a guest instance may have.
@@ -27,9 +30,13 @@ pub struct Limits {
     pub deadline: Duration,
 }
 
+/// The limits of the default plugin arguments (`guestMemoryLimitMiB`, `guestCallTimeout`).
 impl Default for Limits {
     fn default() -> Self {
-        Limits { memory_bytes: 512 << 20, deadline: Duration::from_secs(2) }
+        Limits {
+            memory_bytes: (cdplace_policy::args::DEFAULT_MEMORY_LIMIT_MIB as usize) << 20,
+            deadline: Duration::from_millis(u64::from(cdplace_policy::args::DEFAULT_CALL_TIMEOUT_MS)),
+        }
     }
 }
 
@@ -90,13 +97,12 @@ impl Drop for Ticker {
 pub struct Runtime {
     engine: Engine,
     pre: PolicyPre<StoreState>,
-    limits: Limits,
     _ticker: Ticker,
 }
 
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Runtime").field("limits", &self.limits).finish_non_exhaustive()
+        f.debug_struct("Runtime").finish_non_exhaustive()
     }
 }
 
@@ -104,98 +110,99 @@ impl Runtime {
     /// Compiles the component (`.wasm` bytes) once. The engine installs no signal handlers
     /// (the host may live inside a Go process) and the linker is empty: the guest gets no
     /// filesystem, network, clock or environment, and a component that imports anything fails
-    /// here.
-    pub fn new(wasm: &[u8], limits: Limits) -> Result<Arc<Self>> {
+    /// here. Traps carry no wasm backtrace (the guest is built without names; a trap's kind is
+    /// what the host reports).
+    pub fn new(wasm: &[u8]) -> Result<Arc<Self>> {
         let mut config = Config::new();
         config.wasm_component_model(true);
         config.epoch_interruption(true);
         config.signals_based_traps(false);
+        config.wasm_backtrace_max_frames(None);
         // SAFETY: these Cranelift flags only trade Spectre hardening of bounds checks for
         // working without signal handlers, which wasmtime requires for signals_based_traps(false).
         unsafe {
             config.cranelift_flag_set("enable_heap_access_spectre_mitigation", "false");
             config.cranelift_flag_set("enable_table_access_spectre_mitigation", "false");
         }
-        let engine = Engine::new(&config).map_err(load)?;
-        let component = Component::new(&engine, wasm).map_err(load)?;
+        let engine = Engine::new(&config).map_err(Error::Load)?;
+        let component = Component::new(&engine, wasm).map_err(Error::Load)?;
         let linker: Linker<StoreState> = Linker::new(&engine);
-        let pre = linker.instantiate_pre(&component).map_err(load)?;
-        let pre = PolicyPre::new(pre).map_err(load)?;
+        let pre = linker.instantiate_pre(&component).map_err(Error::Load)?;
+        let pre = PolicyPre::new(pre).map_err(Error::Load)?;
         let ticker = Ticker::start(engine.clone());
-        Ok(Arc::new(Runtime { engine, pre, limits, _ticker: ticker }))
+        Ok(Arc::new(Runtime { engine, pre, _ticker: ticker }))
     }
 
     /// Reads and compiles a component file.
-    pub fn from_file(path: &std::path::Path, limits: Limits) -> Result<Arc<Self>> {
-        let wasm = std::fs::read(path).map_err(|e| Error::Load(format!("reading {}: {e}", path.display())))?;
-        Self::new(&wasm, limits)
+    pub fn from_file(path: &std::path::Path) -> Result<Arc<Self>> {
+        let wasm = std::fs::read(path).map_err(|source| Error::Read { path: path.to_path_buf(), source })?;
+        Self::new(&wasm)
     }
 
-    /// The limits every call runs under.
-    pub fn limits(&self) -> Limits {
-        self.limits
-    }
-
-    /// A fresh instance.
-    pub fn instantiate(self: &Arc<Self>) -> Result<GuestInstance> {
-        let mut store = Store::new(&self.engine, StoreState { memory_bytes: self.limits.memory_bytes, denied: false });
+    /// A fresh instance whose calls run under `limits`.
+    pub fn instantiate(self: &Arc<Self>, limits: Limits) -> Result<GuestInstance> {
+        let mut store = Store::new(&self.engine, StoreState { memory_bytes: limits.memory_bytes, denied: false });
         store.limiter(|s| s as &mut dyn ResourceLimiter);
         store.epoch_deadline_trap();
-        store.set_epoch_deadline(self.deadline_ticks());
-        let policy = self.pre.instantiate(&mut store).map_err(|e| classify(e, false, self.limits))?;
-        Ok(GuestInstance { runtime: self.clone(), store, policy })
-    }
-
-    fn deadline_ticks(&self) -> u64 {
-        (self.limits.deadline.as_micros() / TICK.as_micros()).max(1) as u64
+        store.set_epoch_deadline(deadline_ticks(limits));
+        let policy = self.pre.instantiate(&mut store).map_err(|e| classify(e, store.data().denied, limits))?;
+        Ok(GuestInstance { _runtime: self.clone(), store, policy, limits })
     }
 }
 
-fn load(e: wasmtime::Error) -> Error {
-    Error::Load(format!("{e:#}"))
+fn deadline_ticks(limits: Limits) -> u64 {
+    (limits.deadline.as_micros() / TICK.as_micros()).max(1) as u64
 }
 
 /// Turns a failed guest call into the error that says why.
-fn classify(e: wasmtime::Error, denied: bool, limits: Limits) -> Error {
+fn classify(source: wasmtime::Error, denied: bool, limits: Limits) -> Error {
     if denied {
-        return Error::OutOfMemory(limits.memory_bytes);
+        return Error::OutOfMemory { limit: limits.memory_bytes, source };
     }
-    match e.downcast_ref::<Trap>() {
-        Some(Trap::Interrupt) => Error::Timeout(limits.deadline),
-        Some(Trap::UnreachableCodeReached) => Error::Trap("unreachable executed (the guest panicked)".into()),
-        Some(t) => Error::Trap(t.to_string()),
-        None => Error::Trap(format!("{e:#}")),
-    }
+    let what = match source.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => return Error::Timeout { deadline: limits.deadline, source },
+        Some(Trap::UnreachableCodeReached) => "unreachable executed (the guest panicked)".to_string(),
+        Some(t) => t.to_string(),
+        None => "the call failed".to_string(),
+    };
+    Error::Trap { what, source }
 }
 
 /// One guest instance: a Store and the policy's exports. Not shareable between threads at once;
 /// drop it after any error from a call.
 pub struct GuestInstance {
-    runtime: Arc<Runtime>,
+    /// Keeps the engine (and its epoch ticker) alive as long as the store.
+    _runtime: Arc<Runtime>,
     store: Store<StoreState>,
     policy: Policy,
+    limits: Limits,
 }
 
 impl std::fmt::Debug for GuestInstance {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GuestInstance").finish_non_exhaustive()
+        f.debug_struct("GuestInstance").field("limits", &self.limits).finish_non_exhaustive()
     }
 }
 
 impl GuestInstance {
+    /// The limits its calls run under.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
     fn arm(&mut self) {
-        self.store.set_epoch_deadline(self.runtime.deadline_ticks());
+        self.store.set_epoch_deadline(deadline_ticks(self.limits));
     }
 
     fn fail(&self, e: wasmtime::Error) -> Error {
-        classify(e, self.store.data().denied, self.runtime.limits)
+        classify(e, self.store.data().denied, self.limits)
     }
 
     /// Validates and sets the plugin arguments (JSON).
     pub fn configure(&mut self, args_json: &str) -> Result<Settings> {
         self.arm();
         match self.policy.call_configure(&mut self.store, args_json) {
-            Ok(Ok(s)) => Ok(s),
+            Ok(Ok(s)) => Ok(s.into()),
             Ok(Err(e)) => Err(convert::policy_error(e)),
             Err(e) => Err(self.fail(e)),
         }

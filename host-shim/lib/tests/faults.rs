@@ -8,8 +8,10 @@ use std::time::{Duration, Instant};
 use cdplace_host::{Backend, Cluster, Code, Error, Limits};
 use cdplace_testkit::builders::*;
 
-fn faulty_cluster(fault: &str, limits: Limits) -> Cluster {
-    let c = Cluster::new(Backend::Wasm(faulty_runtime(limits)), &format!("\"{fault}\"")).expect("cluster");
+/// A cluster on the faulty component; `args` name the fault and may set the limits, as plugin
+/// arguments do.
+fn faulty_cluster(args: &str) -> Cluster {
+    let c = Cluster::new(Backend::Wasm(faulty_runtime()), args).expect("cluster");
     for ns in ["fault", "ok"] {
         assert!(c.apply(&pod(ns, "p", None, 0)).unwrap());
     }
@@ -18,10 +20,11 @@ fn faulty_cluster(fault: &str, limits: Limits) -> Cluster {
 
 #[test]
 fn a_trapping_guest_gives_an_error_and_the_host_keeps_serving() {
-    let c = faulty_cluster("trap", Limits::default());
+    let c = faulty_cluster(r#""trap""#);
+    assert_eq!(c.limits(), Limits::default());
     for _ in 0..3 {
         let e = c.pre_filter("fault", "p", &[]).unwrap_err();
-        assert!(matches!(e, Error::Trap(_)), "{e:?}");
+        assert!(matches!(e, Error::Trap { .. }), "{e:?}");
         assert_eq!(e.to_string(), "policy guest trapped: unreachable executed (the guest panicked)");
         assert!(e.is_guest_failure());
         // A fresh instance serves the next pod.
@@ -31,11 +34,11 @@ fn a_trapping_guest_gives_an_error_and_the_host_keeps_serving() {
 
 #[test]
 fn a_looping_guest_is_interrupted_at_its_deadline() {
-    let limits = Limits { deadline: Duration::from_millis(50), ..Limits::default() };
-    let c = faulty_cluster("loop", limits);
+    let c = faulty_cluster(r#"{"fault": "loop", "guestCallTimeout": "50ms"}"#);
+    assert_eq!(c.limits(), Limits { deadline: Duration::from_millis(50), ..Limits::default() });
     let start = Instant::now();
     let e = c.pre_filter("fault", "p", &[]).unwrap_err();
-    assert!(matches!(e, Error::Timeout(d) if d == Duration::from_millis(50)), "{e:?}");
+    assert!(matches!(e, Error::Timeout { deadline, .. } if deadline == Duration::from_millis(50)), "{e:?}");
     assert_eq!(e.to_string(), "policy guest exceeded its deadline of 50ms");
     // Generous bound: the point is that it ends, not how fast.
     assert!(start.elapsed() < Duration::from_secs(10), "took {:?}", start.elapsed());
@@ -44,18 +47,27 @@ fn a_looping_guest_is_interrupted_at_its_deadline() {
 
 #[test]
 fn a_guest_that_exhausts_memory_is_stopped_at_the_limit() {
-    let limits = Limits { memory_bytes: 16 << 20, ..Limits::default() };
-    let c = faulty_cluster("oom", limits);
+    let c = faulty_cluster(r#"{"fault": "oom", "guestMemoryLimitMiB": 16}"#);
+    assert_eq!(c.limits().memory_bytes, 16 << 20);
     let e = c.pre_filter("fault", "p", &[]).unwrap_err();
-    assert!(matches!(e, Error::OutOfMemory(n) if n == 16 << 20), "{e:?}");
+    assert!(matches!(e, Error::OutOfMemory { limit, .. } if limit == 16 << 20), "{e:?}");
     assert_eq!(e.to_string(), format!("policy guest exceeded its memory limit of {} bytes", 16 << 20));
     assert_eq!(c.pre_filter("ok", "p", &[]).unwrap().status.code, Code::Skip);
 }
 
 #[test]
 fn a_component_that_is_not_a_policy_fails_to_load_with_an_error() {
-    let e = cdplace_host::Runtime::new(b"not wasm at all", Limits::default()).unwrap_err();
-    assert!(e.to_string().starts_with("loading the policy component failed: "), "{e}");
+    let e = cdplace_host::Runtime::new(b"not wasm at all").unwrap_err();
+    assert!(matches!(e, Error::Load(_)), "{e:?}");
+    assert_eq!(e.to_string(), "loading the policy component failed");
+    // The cause is the source, not part of the message; the C ABI's message has both.
+    let chain = cdplace_host::error::chain(&e);
+    assert!(chain.starts_with("loading the policy component failed: ") && chain.len() > 40, "{chain}");
+    let e = cdplace_host::Runtime::from_file(std::path::Path::new("/nonexistent/guest.wasm")).unwrap_err();
+    assert_eq!(
+        cdplace_host::error::chain(&e),
+        "reading the policy component /nonexistent/guest.wasm failed: No such file or directory (os error 2)"
+    );
 }
 
 /// Many threads deciding while another keeps binding and deleting pods: every decision agrees

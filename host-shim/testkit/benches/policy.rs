@@ -605,7 +605,7 @@ impl Shape {
 }
 
 fn guest(rt: &Arc<Runtime>, deltas: &[Delta]) -> anyhow::Result<GuestInstance> {
-    let mut g = rt.instantiate()?;
+    let mut g = rt.instantiate(Limits::default())?;
     g.configure("")?;
     g.apply(deltas)?;
     Ok(g)
@@ -923,7 +923,7 @@ fn main() -> anyhow::Result<()> {
         std::process::exit(2);
     }
     let t = Instant::now();
-    let rt = Runtime::from_file(&path, Limits::default())?;
+    let rt = Runtime::from_file(&path)?;
     eprintln!("compiled {} in {:.1} ms", path.display(), t.elapsed().as_secs_f64() * 1e3);
 
     let mut rows = Vec::new();

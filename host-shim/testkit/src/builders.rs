@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use cdplace_host::{Backend, Cluster, Decision, Limits, Runtime};
+use cdplace_host::{Backend, Cluster, Decision, Runtime};
 use serde_json::{Value, json};
 
 pub const CLIQUE_LABEL: &str = "nvidia.com/gpu.clique";
@@ -25,13 +25,14 @@ fn wasm_path(name: &str) -> PathBuf {
 /// The policy component, compiled once per test binary.
 pub fn runtime() -> Arc<Runtime> {
     static RT: OnceLock<Arc<Runtime>> = OnceLock::new();
-    RT.get_or_init(|| Runtime::from_file(&wasm_path("cdplace_guest.wasm"), Limits::default()).expect("load guest"))
-        .clone()
+    RT.get_or_init(|| Runtime::from_file(&wasm_path("cdplace_guest.wasm")).expect("load guest")).clone()
 }
 
-/// The test-only component that traps, loops or exhausts memory.
-pub fn faulty_runtime(limits: Limits) -> Arc<Runtime> {
-    Runtime::from_file(&wasm_path("cdplace_faulty_guest.wasm"), limits).expect("load faulty guest")
+/// The test-only component that traps, loops or exhausts memory (its arguments say which, and
+/// the limits: see `guest/faulty`), compiled once per test binary.
+pub fn faulty_runtime() -> Arc<Runtime> {
+    static RT: OnceLock<Arc<Runtime>> = OnceLock::new();
+    RT.get_or_init(|| Runtime::from_file(&wasm_path("cdplace_faulty_guest.wasm")).expect("load faulty guest")).clone()
 }
 
 pub fn node(name: &str, clique: Option<&str>, gpus: u32) -> Value {
@@ -206,18 +207,19 @@ impl Twin {
         f(&self.wasm);
     }
 
-    /// PreFilter for `ns/name` on both builds; they must agree exactly.
+    /// PreFilter for `ns/name` on both builds; they must agree exactly, and the packed decision
+    /// (what the Go adapter reads) must say the same.
     pub fn decide(&self, ns: &str, name: &str) -> Decision {
-        let n = self.native.pre_filter(ns, name, &[]).expect("native pre_filter");
-        let w = self.wasm.pre_filter(ns, name, &[]).expect("wasm pre_filter");
-        assert_eq!(n, w, "native and wasm policies disagree for {ns}/{name}");
-        n
+        self.decide_with(ns, name, &[])
     }
 
+    /// [`Twin::decide`] as if `overlay` were applied.
     pub fn decide_with(&self, ns: &str, name: &str, overlay: &[cdplace_host::Overlay]) -> Decision {
         let n = self.native.pre_filter(ns, name, overlay).expect("native pre_filter");
         let w = self.wasm.pre_filter(ns, name, overlay).expect("wasm pre_filter");
         assert_eq!(n, w, "native and wasm policies disagree for {ns}/{name} with {overlay:?}");
+        let packed = self.wasm.pre_filter_packed(ns, name, overlay).expect("wasm pre_filter_packed");
+        assert_eq!(crate::packed::decode_decision(&packed), w, "the packed decision differs for {ns}/{name}");
         n
     }
 }

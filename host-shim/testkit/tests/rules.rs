@@ -400,7 +400,7 @@ fn a_started_domain_only_goes_to_its_clique() {
     assert_eq!(d.status.code, Code::Success);
     assert!(d.exclusive);
     assert_eq!(
-        d.allowed_nodes.as_deref(),
+        d.node_set.as_deref(),
         Some(&["a-00".to_string(), "a-01".into(), "a-02".into(), "a-03".into()][..])
     );
     assert_eq!(

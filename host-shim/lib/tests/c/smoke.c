@@ -1,5 +1,6 @@
-/* Drives the C ABI from C, as a cgo caller would: load the component, feed objects, decide,
- * and check error reporting. Usage: smoke GUEST.wasm FAULTY.wasm. Exit 0 when every check holds. */
+/* Drives the C ABI (v2) from C, as a cgo caller would: load the component, feed a packed facts
+ * batch, decide, read the packed decision, and check error reporting and fail-closed guests.
+ * Usage: smoke GUEST.wasm FAULTY.wasm. Exit 0 when every check holds. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,14 +8,14 @@
 #include "cdplace.h"
 
 static int failures = 0;
-#define CHECK(cond, ...)                       \
-  do {                                         \
-    if (!(cond)) {                             \
+#define CHECK(cond, ...)                                    \
+  do {                                                      \
+    if (!(cond)) {                                          \
       fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);            \
-      fputc('\n', stderr);                     \
-      failures++;                              \
-    }                                          \
+      fprintf(stderr, __VA_ARGS__);                         \
+      fputc('\n', stderr);                                  \
+      failures++;                                           \
+    }                                                       \
   } while (0)
 
 static unsigned char *slurp(const char *path, size_t *len) {
@@ -29,104 +30,359 @@ static unsigned char *slurp(const char *path, size_t *len) {
   return buf;
 }
 
+/* The message of err (caller frees), or "" for NULL. */
 static char *message(cdplace_error_t *err) {
+  if (!err) return calloc(1, 1);
   size_t n = cdplace_error_message(err, NULL, 0);
   char *buf = calloc(n + 1, 1);
   cdplace_error_message(err, (uint8_t *)buf, n);
   return buf;
 }
 
-static void apply(cdplace_cluster_t *c, const char *json) {
-  bool read = false;
-  cdplace_error_t *err = cdplace_cluster_apply(c, json, strlen(json), &read);
-  CHECK(err == NULL && read, "apply %s", json);
-  if (err) cdplace_error_delete(err);
+/* Checks err is of kind want; prints its message otherwise; frees it. */
+static void expect_kind(cdplace_error_t *err, cdplace_error_kind_t want, const char *what) {
+  char *m = message(err);
+  CHECK(err != NULL && cdplace_error_kind(err) == want, "%s: want kind %d, got %s (%d) %s", what, want,
+        err ? "error" : "success", err ? (int)cdplace_error_kind(err) : 0, m);
+  free(m);
+  cdplace_error_delete(err);
 }
 
-static char *decide(cdplace_cluster_t *c, const char *ns, const char *name, cdplace_error_t **err) {
+static void expect_ok(cdplace_error_t *err, const char *what) {
+  char *m = message(err);
+  CHECK(err == NULL, "%s: %s", what, m);
+  free(m);
+  cdplace_error_delete(err);
+}
+
+/* ---------------------------------------------------------------- a CDF1 batch writer */
+
+typedef struct { uint8_t *data; size_t len, cap; uint32_t records; } batch_t;
+
+static void put(batch_t *b, const void *p, size_t n) {
+  if (b->len + n > b->cap) {
+    b->cap = (b->len + n) * 2 + 64;
+    b->data = realloc(b->data, b->cap);
+  }
+  memcpy(b->data + b->len, p, n);
+  b->len += n;
+}
+static void u8(batch_t *b, uint8_t v) { put(b, &v, 1); }
+static void u32(batch_t *b, uint32_t v) {
+  uint8_t x[4] = {v & 0xff, (v >> 8) & 0xff, (v >> 16) & 0xff, (v >> 24) & 0xff};
+  put(b, x, 4);
+}
+static void i32(batch_t *b, int32_t v) { u32(b, (uint32_t)v); }
+static void i64(batch_t *b, int64_t v) { u32(b, (uint32_t)((uint64_t)v & 0xffffffffu)); u32(b, (uint32_t)((uint64_t)v >> 32)); }
+static void str(batch_t *b, const char *s) { u32(b, (uint32_t)strlen(s)); put(b, s, strlen(s)); }
+/* ostr: NULL is none. */
+static void ostr(batch_t *b, const char *s) { if (s) { u8(b, 1); str(b, s); } else u8(b, 0); }
+static void ou32(batch_t *b, int present, uint32_t v) { u8(b, present ? 1 : 0); if (present) u32(b, v); }
+
+static batch_t batch(void) {
+  batch_t b = {0};
+  put(&b, "CDF1", 4);
+  u32(&b, 0); /* patched by done() */
+  return b;
+}
+static void record(batch_t *b, uint8_t op, cdplace_kind_t kind) { u8(b, op); u8(b, (uint8_t)kind); b->records++; }
+static void done(batch_t *b) {
+  for (int i = 0; i < 4; i++) b->data[4 + i] = (b->records >> (8 * i)) & 0xff;
+}
+
+static void node(batch_t *b, const char *name, const char *clique) {
+  record(b, 1, CDPLACE_KIND_NODE);
+  str(b, name); ostr(b, clique); ostr(b, NULL); u8(b, 0); u32(b, 4);
+}
+static void domain(batch_t *b, const char *ns, const char *name, const char *uid, uint32_t size) {
+  record(b, 1, CDPLACE_KIND_COMPUTE_DOMAIN);
+  str(b, ns); str(b, name); str(b, uid); ou32(b, 1, size); ou32(b, 0, 0);
+}
+static void template(batch_t *b, const char *ns, const char *name, const char *uid) {
+  record(b, 1, CDPLACE_KIND_RESOURCE_CLAIM_TEMPLATE);
+  str(b, ns); str(b, name); ostr(b, uid); u8(b, 0); u32(b, 0); u8(b, 0);
+}
+/* A pod with 4 GPUs and a claim from `tmpl` (NULL: no claim), bound to `node_name` (NULL: pending). */
+static void pod(batch_t *b, const char *ns, const char *name, const char *tmpl, const char *node_name) {
+  record(b, 1, CDPLACE_KIND_POD);
+  str(b, ns); str(b, name); u8(b, 0); ostr(b, node_name); ostr(b, NULL);
+  u32(b, tmpl ? 1 : 0);
+  if (tmpl) { str(b, "channel"); ostr(b, tmpl); ostr(b, NULL); ostr(b, NULL); }
+  u32(b, 4); ou32(b, 0, 0); ostr(b, NULL); ostr(b, NULL); i64(b, 0); i32(b, 0);
+}
+
+static void apply(cdplace_cluster_t *c, batch_t *b, const char *what) {
+  done(b);
+  expect_ok(cdplace_cluster_apply_facts(c, b->data, b->len), what);
+  free(b->data);
+}
+
+/* ---------------------------------------------------------------- a CDP2 reader */
+
+typedef struct { const uint8_t *p; size_t left; int bad; } cursor_t;
+
+static uint8_t rd_u8(cursor_t *c) { if (c->left < 1) { c->bad = 1; return 0; } c->left--; return *c->p++; }
+static uint32_t rd_u32(cursor_t *c) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; i++) v |= (uint32_t)rd_u8(c) << (8 * i);
+  return v;
+}
+/* Copies a str into buf (NUL-terminated, truncated to cap-1). */
+static void rd_str(cursor_t *c, char *buf, size_t cap) {
+  uint32_t n = rd_u32(c);
+  if (n > c->left) { c->bad = 1; buf[0] = 0; return; }
+  size_t k = n < cap - 1 ? n : cap - 1;
+  memcpy(buf, c->p, k);
+  buf[k] = 0;
+  c->p += n;
+  c->left -= n;
+}
+
+typedef struct {
+  int status, exclusive, has_domain, has_node_set;
+  char domain[64];
+  int nclique;
+  char clique[8][64];
+  int clique_code[8];
+  int nset;
+  char set[16][64];
+} decision_t;
+
+static int decide(cdplace_cluster_t *c, const char *ns, const char *name, const uint8_t *overlay, size_t overlay_len,
+                  decision_t *d, cdplace_error_t **err) {
   cdplace_bytes_t out = {0};
-  *err = cdplace_cluster_pre_filter(c, ns, strlen(ns), name, strlen(name), "", 0, &out);
-  if (*err) return NULL;
-  char *s = calloc(out.len + 1, 1);
-  memcpy(s, out.data, out.len);
+  *err = cdplace_cluster_pre_filter(c, ns, strlen(ns), name, strlen(name), overlay, overlay_len, &out);
+  if (*err) return 0;
+  memset(d, 0, sizeof *d);
+  cursor_t cur = {out.data, out.len, 0};
+  char scratch[256];
+  CHECK(out.len >= 4 && memcmp(out.data, "CDP2", 4) == 0, "decision magic");
+  cur.p += 4; cur.left -= 4;
+  uint32_t nreasons = rd_u32(&cur);
+  for (uint32_t i = 0; i < nreasons && !cur.bad; i++) rd_str(&cur, scratch, sizeof scratch);
+  d->status = rd_u8(&cur); rd_u32(&cur);
+  d->has_domain = rd_u8(&cur);
+  if (d->has_domain) rd_str(&cur, d->domain, sizeof d->domain);
+  d->exclusive = rd_u8(&cur);
+  rd_u8(&cur); rd_u32(&cur); /* other */
+  uint32_t ncliques = rd_u32(&cur);
+  for (uint32_t i = 0; i < ncliques && !cur.bad; i++) {
+    int k = d->nclique < 8 ? d->nclique++ : 7;
+    rd_str(&cur, d->clique[k], sizeof d->clique[k]);
+    d->clique_code[k] = rd_u8(&cur); rd_u32(&cur); rd_u32(&cur);
+  }
+  uint32_t nnodes = rd_u32(&cur);
+  for (uint32_t i = 0; i < nnodes && !cur.bad; i++) { rd_str(&cur, scratch, sizeof scratch); rd_u8(&cur); rd_u32(&cur); }
+  d->has_node_set = rd_u8(&cur);
+  if (d->has_node_set) {
+    uint32_t n = rd_u32(&cur);
+    for (uint32_t i = 0; i < n && !cur.bad; i++) {
+      int k = d->nset < 16 ? d->nset++ : 15;
+      rd_str(&cur, d->set[k], sizeof d->set[k]);
+    }
+  }
+  CHECK(!cur.bad && cur.left == 0, "decision: %s, %zu bytes left", cur.bad ? "truncated" : "well-formed", cur.left);
   cdplace_bytes_delete(&out);
   CHECK(out.data == NULL && out.len == 0, "bytes_delete resets");
-  return s;
+  return 1;
+}
+
+static int clique_code(const decision_t *d, const char *label) {
+  for (int i = 0; i < d->nclique; i++)
+    if (strcmp(d->clique[i], label) == 0) return d->clique_code[i];
+  return -1;
+}
+
+/* The node set as "a,b,c" (or "(none)" when absent). */
+static const char *node_set(const decision_t *d) {
+  static char buf[1024];
+  if (!d->has_node_set) return "(none)";
+  buf[0] = 0;
+  for (int i = 0; i < d->nset; i++) {
+    if (i) strcat(buf, ",");
+    strcat(buf, d->set[i]);
+  }
+  return buf;
+}
+
+/* ---------------------------------------------------------------- the checks */
+
+static void policy_checks(cdplace_runtime_t *rt) {
+  cdplace_cluster_t *c = NULL;
+  cdplace_error_t *err;
+
+  /* Bad arguments: exact kind and message, from the policy. */
+  const char *bad = "{\"reserveTraysPerClique\": 40}";
+  err = cdplace_cluster_new(rt, bad, strlen(bad), &c);
+  CHECK(err != NULL && cdplace_error_kind(err) == CDPLACE_ERROR_INVALID_ARGS, "bad args kind");
+  char *m = message(err);
+  CHECK(strcmp(m, "invalid plugin args: reserveTraysPerClique: Invalid value: \"40\": must be less than maxTraysPerClique (18)") == 0,
+        "bad args message: %s", m);
+  free(m);
+  cdplace_error_delete(err);
+
+  /* The host fields come back in the settings. */
+  const char *args = "{\"guestCallTimeout\": \"3s\", \"guestMemoryLimitMiB\": 256}";
+  expect_ok(cdplace_cluster_new(rt, args, strlen(args), &c), "cluster_new");
+  cdplace_bytes_t s = {0};
+  expect_ok(cdplace_cluster_settings(c, &s), "settings");
+  const char *want = "{\"cliqueLabel\":\"nvidia.com/gpu.clique\",\"gpuResourceName\":\"nvidia.com/gpu\","
+                     "\"gpuDriver\":\"gpu.nvidia.com\",\"computeDomainDriver\":\"compute-domain.nvidia.com\","
+                     "\"sizeAnnotation\":\"cdplace.nvidia.com/size\",\"guestPath\":null,\"callTimeoutMs\":3000,"
+                     "\"memoryLimitMiB\":256}";
+  CHECK(s.len == strlen(want) && memcmp(s.data, want, s.len) == 0, "settings: %.*s", (int)s.len, (const char *)s.data);
+  cdplace_bytes_delete(&s);
+
+  /* Clique 1 has two trays, clique 2 one; ComputeDomain cd (size 2) has two pending pods. */
+  batch_t b = batch();
+  node(&b, "tray-0", "abc-123.1");
+  node(&b, "tray-1", "abc-123.1");
+  node(&b, "tray-2", "abc-123.2");
+  domain(&b, "ns", "cd", "uid-1", 2);
+  template(&b, "ns", "cd-channel", "uid-1");
+  pod(&b, "ns", "p0", "cd-channel", NULL);
+  pod(&b, "ns", "p1", "cd-channel", NULL);
+  pod(&b, "ns", "web", NULL, NULL);
+  apply(c, &b, "apply_facts");
+
+  decision_t d;
+  if (decide(c, "ns", "p0", NULL, 0, &d, &err)) {
+    CHECK(d.status == CDPLACE_CODE_SUCCESS, "p0 status %d", d.status);
+    CHECK(d.has_domain && strcmp(d.domain, "uid-1") == 0, "p0 domain %s", d.domain);
+    CHECK(!d.exclusive, "p0 not exclusive");
+    CHECK(clique_code(&d, "abc-123.1") == CDPLACE_CODE_SUCCESS, "clique 1 fits");
+    CHECK(clique_code(&d, "abc-123.2") == CDPLACE_CODE_UNSCHEDULABLE, "clique 2 is too small: %d", clique_code(&d, "abc-123.2"));
+    CHECK(strcmp(node_set(&d), "tray-0,tray-1") == 0, "p0 node set: %s", node_set(&d));
+  } else expect_ok(err, "pre_filter p0");
+
+  if (decide(c, "ns", "web", NULL, 0, &d, &err)) {
+    CHECK(d.status == CDPLACE_CODE_SKIP && !d.has_node_set, "web: status %d, node set %s", d.status, node_set(&d));
+  } else expect_ok(err, "pre_filter web");
+
+  /* p0 binds to tray-0: cd runs in clique 1, p1 may only go there. */
+  b = batch();
+  pod(&b, "ns", "p0", "cd-channel", "tray-0");
+  apply(c, &b, "bind p0");
+  if (decide(c, "ns", "p1", NULL, 0, &d, &err)) {
+    CHECK(d.status == CDPLACE_CODE_SUCCESS && d.exclusive, "p1: status %d exclusive %d", d.status, d.exclusive);
+    CHECK(strcmp(node_set(&d), "tray-0,tray-1") == 0, "p1 node set: %s", node_set(&d));
+  } else expect_ok(err, "pre_filter p1");
+
+  /* A second domain of two pods: one free tray per clique, so it must wait. */
+  b = batch();
+  domain(&b, "ns", "cd2", "uid-2", 2);
+  template(&b, "ns", "cd2-channel", "uid-2");
+  pod(&b, "ns", "q0", "cd2-channel", NULL);
+  apply(c, &b, "apply cd2");
+  if (decide(c, "ns", "q0", NULL, 0, &d, &err)) {
+    CHECK(d.status == CDPLACE_CODE_UNSCHEDULABLE, "q0 status %d", d.status);
+    CHECK(!d.has_node_set, "q0 has no node set: %s", node_set(&d));
+  } else expect_ok(err, "pre_filter q0");
+
+  /* As if p0 were preempted (packed overlay): clique 1 is free again. */
+  batch_t o = {0};
+  u32(&o, 1); u8(&o, 1); str(&o, "ns"); str(&o, "p0"); str(&o, "");
+  if (decide(c, "ns", "q0", o.data, o.len, &d, &err)) {
+    CHECK(d.status == CDPLACE_CODE_SUCCESS, "q0 with p0 removed: status %d", d.status);
+    CHECK(strcmp(node_set(&d), "tray-0,tray-1") == 0, "q0 node set with p0 removed: %s", node_set(&d));
+  } else expect_ok(err, "pre_filter q0 with overlay");
+  o.data[4] = 9; /* op 9 */
+  decide(c, "ns", "q0", o.data, o.len, &d, &err);
+  m = message(err);
+  CHECK(strcmp(m, "malformed overlay: record 0 at byte 4: op: 9 is neither 1 (remove) nor 2 (add)") == 0, "overlay error: %s", m);
+  free(m);
+  expect_kind(err, CDPLACE_ERROR_BAD_CALL, "malformed overlay");
+  free(o.data);
+
+  /* Reserve and Unreserve. */
+  expect_ok(cdplace_cluster_assume(c, "ns", 2, "p1", 2, "tray-1", 6), "assume");
+  expect_ok(cdplace_cluster_forget(c, "ns", 2, "p1", 2), "forget");
+  expect_kind(cdplace_cluster_assume(c, "ns", 2, "ghost", 5, "tray-1", 6), CDPLACE_ERROR_UNKNOWN_POD, "assume ghost");
+
+  /* A remove record. */
+  b = batch();
+  record(&b, 2, CDPLACE_KIND_POD); str(&b, "ns"); str(&b, "web");
+  apply(c, &b, "remove web");
+  decide(c, "ns", "web", NULL, 0, &d, &err);
+  expect_kind(err, CDPLACE_ERROR_UNKNOWN_POD, "removed pod");
+
+  /* A malformed batch applies nothing: the node in record 0 does not appear. */
+  b = batch();
+  node(&b, "tray-9", "abc-123.9");
+  record(&b, 1, (cdplace_kind_t)42);
+  done(&b);
+  err = cdplace_cluster_apply_facts(c, b.data, b.len);
+  m = message(err);
+  CHECK(strcmp(m, "malformed facts batch: record 1 at byte 41: kind: 42 is not a cdplace_kind_t (1..=8)") == 0,
+        "batch error: %s", m);
+  free(m);
+  expect_kind(err, CDPLACE_ERROR_BAD_CALL, "malformed batch");
+  free(b.data);
+  if (decide(c, "ns", "q0", NULL, 0, &d, &err)) {
+    CHECK(clique_code(&d, "abc-123.9") == -1, "tray-9 was not applied");
+  } else expect_ok(err, "pre_filter after a malformed batch");
+
+  /* Bad calls are errors, not crashes. */
+  expect_kind(cdplace_cluster_apply_facts(NULL, (const uint8_t *)"CDF1", 4), CDPLACE_ERROR_BAD_CALL, "NULL cluster");
+  expect_kind(cdplace_cluster_apply_facts(c, NULL, 8), CDPLACE_ERROR_BAD_CALL, "NULL facts");
+  expect_kind(cdplace_cluster_pre_filter(c, "ns", 2, "p1", 2, NULL, 0, NULL), CDPLACE_ERROR_BAD_CALL, "NULL out");
+  expect_kind(cdplace_cluster_forget(c, "\xff", 1, "p", 1), CDPLACE_ERROR_BAD_CALL, "bad UTF-8");
+  cdplace_cluster_delete(c);
+}
+
+/* A faulty cluster with a pod that triggers the fault and one that does not. */
+static cdplace_cluster_t *faulty(cdplace_runtime_t *rt, const char *args) {
+  cdplace_cluster_t *c = NULL;
+  expect_ok(cdplace_cluster_new(rt, args, strlen(args), &c), args);
+  batch_t b = batch();
+  pod(&b, "fault", "p", NULL, NULL);
+  pod(&b, "ok", "p", NULL, NULL);
+  apply(c, &b, "faulty pods");
+  return c;
+}
+
+static void fault_checks(cdplace_runtime_t *rt) {
+  struct { const char *args; cdplace_error_kind_t kind; const char *prefix; } cases[] = {
+      {"\"trap\"", CDPLACE_ERROR_TRAP, "policy guest trapped: unreachable executed (the guest panicked)"},
+      {"{\"fault\": \"loop\", \"guestCallTimeout\": \"50ms\"}", CDPLACE_ERROR_TIMEOUT, "policy guest exceeded its deadline of 50ms"},
+      {"{\"fault\": \"oom\", \"guestMemoryLimitMiB\": 16}", CDPLACE_ERROR_OUT_OF_MEMORY,
+       "policy guest exceeded its memory limit of 16777216 bytes"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    cdplace_cluster_t *c = faulty(rt, cases[i].args);
+    for (int round = 0; round < 2; round++) {
+      decision_t d;
+      cdplace_error_t *err;
+      decide(c, "fault", "p", NULL, 0, &d, &err);
+      char *m = message(err);
+      CHECK(strncmp(m, cases[i].prefix, strlen(cases[i].prefix)) == 0, "%s: message %s", cases[i].args, m);
+      free(m);
+      expect_kind(err, cases[i].kind, cases[i].args);
+      /* The broken instance was discarded: a fresh one serves the next pod. */
+      if (decide(c, "ok", "p", NULL, 0, &d, &err)) CHECK(d.status == CDPLACE_CODE_SKIP, "%s: ok/p after the fault", cases[i].args);
+      else expect_ok(err, "ok/p after a fault");
+    }
+    cdplace_cluster_delete(c);
+  }
 }
 
 int main(int argc, char **argv) {
   if (argc != 3) { fprintf(stderr, "usage: smoke GUEST.wasm FAULTY.wasm\n"); return 2; }
   size_t len;
-  unsigned char *wasm = slurp(argv[1], &len);
   cdplace_runtime_t *rt = NULL;
-  cdplace_error_t *err = cdplace_runtime_new(wasm, len, 0, 0, &rt);
-  CHECK(err == NULL && rt != NULL, "runtime_new");
+  expect_kind(cdplace_runtime_new((const uint8_t *)"nope", 4, &rt), CDPLACE_ERROR_LOAD, "not a component");
+
+  unsigned char *wasm = slurp(argv[1], &len);
+  expect_ok(cdplace_runtime_new(wasm, len, &rt), "runtime_new");
   free(wasm);
-
-  /* Bad arguments: exact kind and message. */
-  cdplace_cluster_t *c = NULL;
-  const char *bad = "{\"reserveTraysPerClique\": 40}";
-  err = cdplace_cluster_new(rt, bad, strlen(bad), &c);
-  CHECK(err != NULL && cdplace_error_kind(err) == CDPLACE_ERROR_INVALID_ARGS, "bad args kind");
-  if (err) {
-    char *m = message(err);
-    CHECK(strcmp(m, "invalid plugin args: reserveTraysPerClique: Invalid value: \"40\": must be less than maxTraysPerClique (18)") == 0, "bad args message: %s", m);
-    free(m);
-    cdplace_error_delete(err);
-  }
-
-  err = cdplace_cluster_new(rt, "", 0, &c);
-  CHECK(err == NULL && c != NULL, "cluster_new");
-  apply(c, "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"tray-0\",\"labels\":{\"nvidia.com/gpu.clique\":\"abc-123.1\"}},\"status\":{\"allocatable\":{\"nvidia.com/gpu\":\"4\"}}}");
-  apply(c, "{\"apiVersion\":\"resource.nvidia.com/v1beta1\",\"kind\":\"ComputeDomain\",\"metadata\":{\"name\":\"cd\",\"namespace\":\"ns\",\"uid\":\"uid-1\"},\"spec\":{\"numNodes\":0,\"channel\":{\"resourceClaimTemplate\":{\"name\":\"cd-channel\"}}}}");
-  apply(c, "{\"apiVersion\":\"resource.k8s.io/v1\",\"kind\":\"ResourceClaimTemplate\",\"metadata\":{\"name\":\"cd-channel\",\"namespace\":\"ns\",\"labels\":{\"resource.nvidia.com/computeDomain\":\"uid-1\"}},\"spec\":{\"spec\":{}}}");
-  apply(c, "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\"},\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"4\"}}}],\"resourceClaims\":[{\"name\":\"channel\",\"resourceClaimTemplateName\":\"cd-channel\"}]}}");
-
-  char *d = decide(c, "ns", "p", &err);
-  CHECK(err == NULL && d != NULL, "pre_filter");
-  if (d) {
-    CHECK(strstr(d, "\"status\":{\"code\":\"Success\"") != NULL, "decision status: %s", d);
-    CHECK(strstr(d, "\"abc-123.1\":{\"code\":\"Success\",\"reason\":\"\",\"score\":100}") != NULL, "clique verdict: %s", d);
-    CHECK(strstr(d, "\"domain\":\"uid-1\"") != NULL, "domain: %s", d);
-    free(d);
-  }
-
-  /* Reserve and Unreserve through the ABI. */
-  err = cdplace_cluster_assume(c, "ns", 2, "p", 1, "tray-0", 6);
-  CHECK(err == NULL, "assume");
-  err = cdplace_cluster_forget(c, "ns", 2, "p", 1);
-  CHECK(err == NULL, "forget");
-
-  /* Unknown pod and bad calls are errors, not crashes. */
-  d = decide(c, "ns", "ghost", &err);
-  CHECK(err != NULL && cdplace_error_kind(err) == CDPLACE_ERROR_UNKNOWN_POD, "unknown pod");
-  if (err) cdplace_error_delete(err);
-  err = cdplace_cluster_remove(c, "Gadget", 6, "", 0, "x", 1);
-  CHECK(err != NULL && cdplace_error_kind(err) == CDPLACE_ERROR_BAD_CALL, "unknown kind");
-  if (err) cdplace_error_delete(err);
-  err = cdplace_cluster_apply(NULL, "{}", 2, NULL);
-  CHECK(err != NULL && cdplace_error_kind(err) == CDPLACE_ERROR_BAD_CALL, "NULL cluster");
-  if (err) cdplace_error_delete(err);
-  err = cdplace_cluster_apply(c, "{not json", 9, NULL);
-  CHECK(err != NULL && cdplace_error_kind(err) == CDPLACE_ERROR_INVALID_OBJECT, "not json");
-  if (err) cdplace_error_delete(err);
-  cdplace_cluster_delete(c);
+  if (rt) policy_checks(rt);
   cdplace_runtime_delete(rt);
 
-  /* A trapping guest: an error result, and the process lives on. */
   wasm = slurp(argv[2], &len);
-  err = cdplace_runtime_new(wasm, len, 0, 0, &rt);
+  rt = NULL;
+  expect_ok(cdplace_runtime_new(wasm, len, &rt), "faulty runtime");
   free(wasm);
-  CHECK(err == NULL, "faulty runtime");
-  err = cdplace_cluster_new(rt, "\"trap\"", 6, &c);
-  CHECK(err == NULL, "faulty cluster");
-  apply(c, "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\",\"namespace\":\"fault\"},\"spec\":{\"containers\":[]}}");
-  for (int i = 0; i < 3; i++) {
-    d = decide(c, "fault", "p", &err);
-    CHECK(err != NULL && cdplace_error_kind(err) == CDPLACE_ERROR_TRAP, "trap kind");
-    if (err) cdplace_error_delete(err);
-  }
-  cdplace_cluster_delete(c);
+  if (rt) fault_checks(rt);
   cdplace_runtime_delete(rt);
 
   if (failures) { fprintf(stderr, "%d check(s) failed\n", failures); return 1; }

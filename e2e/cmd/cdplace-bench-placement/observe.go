@@ -1,0 +1,250 @@
+package main
+
+import (
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cdplace/cdplace/e2e/harness"
+)
+
+// ---- observation ----
+
+func (r *runner) onPod(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	if cd := pod.Labels[harness.DomainLabel]; cd != "" {
+		r.refreshCD(cd)
+		return
+	}
+	r.refreshPlain(pod.Name)
+}
+
+// refreshCD recomputes a domain's pods from the informer's cache; the first time every pod is
+// bound starts its lifetime.
+func (r *runner) refreshCD(name string) {
+	pods, err := r.pods.Pods(r.ns).List(labels.SelectorFromSet(labels.Set{harness.DomainLabel: name}))
+	if err != nil {
+		return
+	}
+	n, bound, running := 0, 0, 0
+	var cliques []string
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		n++
+		if p.Spec.NodeName == "" {
+			continue
+		}
+		bound++
+		if p.Status.Phase == corev1.PodRunning {
+			running++
+		}
+		if cl := r.fleet.CliqueOf[p.Spec.NodeName]; !containsStr(cliques, cl) {
+			cliques = append(cliques, cl)
+		}
+	}
+	sort.Strings(cliques)
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := r.cds[name]
+	if rec == nil || rec.departed || r.ended {
+		return
+	}
+	rec.pods, rec.bound, rec.running, rec.cliques = n, bound, running, cliques
+	rec.maxCliques = max(rec.maxCliques, len(cliques))
+	if len(cliques) > 1 {
+		rec.split = true
+	}
+	if !rec.full() {
+		if rec.waitingSince.IsZero() {
+			rec.waitingSince = now
+		}
+		return
+	}
+	rec.waitingSince = time.Time{}
+	if rec.boundAt.IsZero() {
+		rec.boundAt = now
+		r.afterLocked(r.real(rec.Lifetime), func() { r.departCD(rec) })
+	}
+	if running == rec.Size && rec.runningAt.IsZero() {
+		rec.runningAt = now
+	}
+}
+
+func (r *runner) refreshPlain(name string) {
+	pod, err := r.pods.Pods(r.ns).Get(name)
+	if err != nil || pod.Spec.NodeName == "" || pod.DeletionTimestamp != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := r.plain[name]
+	if rec == nil || rec.departed || r.ended || !rec.boundAt.IsZero() {
+		return
+	}
+	rec.boundAt = time.Now()
+	r.afterLocked(r.real(rec.Lifetime), func() { r.departPlain(rec) })
+}
+
+func gpuRequest(p *corev1.Pod) int {
+	n := 0
+	for _, c := range p.Spec.Containers {
+		if q, ok := c.Resources.Requests[harness.GPUResource]; ok {
+			n += int(q.Value())
+		}
+	}
+	return n
+}
+
+// sample observes the fleet now: allocation on healthy trays, stranded GPUs, the domains'
+// states, and the offline packing bound of the domains and plain pods present.
+func (r *runner) sample() Sample {
+	now := time.Now()
+	stranded, err := harness.StrandedGPUs(r.ctx, r.c, gpusPerTray)
+	if err != nil {
+		stranded = -1
+	}
+	nodeLabels := r.prep.Labels()
+	refusals := len(r.prep.Refusals())
+	pods, _ := r.pods.Pods(r.ns).List(labels.Everything())
+
+	r.mu.Lock()
+	s := Sample{T: r.since(now), StrandedGPUs: stranded, PrepareRefusals: refusals, Load1: load1()}
+	s.TraceT = s.T * r.opts.Scale
+	occupied := map[string]bool{}
+	for _, p := range pods {
+		node := p.Spec.NodeName
+		if node == "" || p.DeletionTimestamp != nil || !r.healthy[node] {
+			continue
+		}
+		g := gpuRequest(p)
+		if g == 0 {
+			continue
+		}
+		s.AllocGPUs += g
+		occupied[node] = true
+		if cd := p.Labels[harness.DomainLabel]; cd != "" {
+			if rec := r.cds[cd]; rec != nil && rec.full() {
+				s.UsefulGPUs += g
+			} else {
+				s.IncompleteGPUs += g
+			}
+		} else {
+			s.UsefulGPUs += g
+		}
+	}
+	s.AllocTrays = len(occupied)
+	caps, lagCaps, freeNow := map[string]int{}, map[string]int{}, map[string]int{}
+	for _, n := range r.fleet.Nodes {
+		if !r.healthy[n] {
+			continue
+		}
+		s.HealthyTrays++
+		cl := r.fleet.CliqueOf[n]
+		caps[cl]++
+		if nodeLabels[n] != "" && !occupied[n] {
+			s.LabelHeldTrays++
+			continue
+		}
+		lagCaps[cl]++
+		if !occupied[n] {
+			freeNow[cl]++
+		}
+	}
+	if s.HealthyTrays > 0 {
+		s.AllocFrac = float64(s.AllocGPUs) / float64(s.HealthyTrays*gpusPerTray)
+	}
+	var items, waiting []int
+	nowExtra := 0
+	for _, rec := range r.cdOrder {
+		if rec.departed {
+			continue
+		}
+		s.PresentCDs++
+		items = append(items, rec.Size)
+		switch {
+		case rec.full():
+			s.RunningCDs++
+		default:
+			s.WaitingCDs++
+			s.WaitingSizes = append(s.WaitingSizes, rec.Size)
+			if rec.bound > 0 && len(rec.cliques) > 0 {
+				s.PartialCDs++
+				home := rec.cliques[0]
+				take := max(0, min(rec.Size-rec.bound, freeNow[home]))
+				freeNow[home] -= take
+				nowExtra += take
+			} else {
+				waiting = append(waiting, rec.Size)
+			}
+			if !rec.waitingSince.IsZero() && now.Sub(rec.waitingSince) >= r.opts.SatGrace {
+				s.Saturated = true
+			}
+		}
+	}
+	plainWaiting := 0
+	for _, p := range r.plainOrder {
+		if !p.departed {
+			s.PlainPresent++
+			if p.boundAt.IsZero() {
+				plainWaiting++
+			}
+		}
+	}
+	var capList, lagList []int
+	freeSum := 0
+	for _, cl := range r.fleet.Cliques {
+		capList = append(capList, caps[cl])
+		lagList = append(lagList, lagCaps[cl])
+		s.FreeTrays = append(s.FreeTrays, freeNow[cl])
+		freeSum += freeNow[cl]
+	}
+	r.mu.Unlock()
+	// The packing may search for a while; the informer's handlers need not wait for it.
+	pk := PackCliques(items, capList)
+	s.BoundTrays = FillPlain(pk.Trays, s.PlainPresent, s.HealthyTrays)
+	s.BoundUpper = FillPlain(pk.UpperBound, s.PlainPresent, s.HealthyTrays)
+	s.BoundProven = pk.Proven
+	lag := PackCliques(items, lagList)
+	s.LagAwareBound = FillPlain(lag.Trays, s.PlainPresent, s.HealthyTrays-s.LabelHeldTrays)
+	nowPk := PackCliques(waiting, s.FreeTrays)
+	s.NowBound = s.AllocTrays + nowExtra + FillPlain(nowPk.Trays, plainWaiting, freeSum)
+	return s
+}
+
+func containsStr(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// load1 is the 1-minute load average from /proc/loadavg (0 where there is none).
+func load1() float64 {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}

@@ -1,0 +1,213 @@
+//! What PreFilter decided for a pod, in the two forms the host gives it: [`Decision`] (every id
+//! resolved to its string; the CLI and tests) and the packed `CDP2` bytes the Go adapter reads
+//! (no per-node strings built). Both carry the PreFilterResult node set, decided here once
+//! ([`CANDIDATE_CLIQUES`]).
+//!
+//! `CDP2`, little-endian, `str` = u32 length + UTF-8 (the same text as `include/cdplace.h`):
+//!
+//! ```text
+//! "CDP2"
+//! u32 nreasons, nreasons x str
+//! status: u8 code, u32 reason
+//! u8 has_domain, [str domain]
+//! u8 exclusive
+//! other: u8 code, u32 reason
+//! u32 ncliques x (str label, u8 code, u32 reason, u32 score)
+//! u32 nnodes x (str node, u8 code, u32 reason)
+//! u8 has_node_set, [u32 n x str node]
+//! ```
+//!
+//! `code` is `cdplace_code_t` (`Code as u8`), `reason` an index into the reasons.
+//! Filter(node) = status if not Success, else nodes[node], else cliques[label], else other;
+//! Score(node) = cliques[label].score when Filter(node) is Success.
+
+use std::collections::BTreeMap;
+
+use cdplace_policy::{Code, PreFilterResult, StrId, Verdict};
+
+use crate::state::State;
+use crate::wire::Writer;
+
+/// How many of the best-scoring fitting cliques a domain that has not started is offered as
+/// the PreFilterResult (ties at the cut included). More than one, so that a clique whose trays
+/// fail another plugin's Filter (a taint, CPU or memory taken by other pods) does not leave the
+/// pod waiting while another clique fits.
+pub const CANDIDATE_CLIQUES: usize = 3;
+
+/// The first four bytes of a packed decision.
+pub const MAGIC: &[u8; 4] = b"CDP2";
+
+/// A framework status: code and reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub code: Code,
+    pub reason: String,
+}
+
+/// What PreFilter decided for a pod, with every id resolved to its string. Filter and Score for
+/// a node are [`Decision::node`], a lookup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub status: Status,
+    /// The pod's ComputeDomain UID.
+    pub domain: Option<String>,
+    /// The pod may only go to the successful cliques listed.
+    pub exclusive: bool,
+    /// Verdict and score per clique label value.
+    pub cliques: BTreeMap<String, (Status, u32)>,
+    /// Verdict for nodes whose clique is not listed.
+    pub other: Status,
+    /// Nodes whose verdict differs from their clique's.
+    pub nodes: BTreeMap<String, Status>,
+    /// The PreFilterResult, sorted: when exclusive, the nodes of the domain's clique; for a domain
+    /// that has not started, the nodes of its [`CANDIDATE_CLIQUES`] best-scoring fitting cliques;
+    /// otherwise none (every node).
+    pub node_set: Option<Vec<String>>,
+}
+
+impl Decision {
+    /// Filter's status and Score's score for a node with this name and clique label value.
+    pub fn node(&self, name: &str, clique: Option<&str>) -> (&Status, Option<u32>) {
+        if self.status.code != Code::Success {
+            return (&self.status, None);
+        }
+        let of_clique = clique.and_then(|c| self.cliques.get(c));
+        if let Some(s) = self.nodes.get(name) {
+            let score = of_clique.filter(|_| s.code == Code::Success).map(|c| c.1);
+            return (s, score);
+        }
+        match of_clique {
+            Some((s, score)) if s.code == Code::Success => (s, Some(*score)),
+            Some((s, _)) => (s, None),
+            None => (&self.other, None),
+        }
+    }
+}
+
+/// The cliques whose nodes form the PreFilterResult, or none for no restriction.
+fn chosen_cliques(r: &PreFilterResult) -> Option<Vec<StrId>> {
+    if r.status.code != Code::Success {
+        return None;
+    }
+    let fitting = r.cliques.iter().filter(|c| c.verdict.code == Code::Success);
+    if r.exclusive {
+        return Some(fitting.map(|c| c.clique).collect());
+    }
+    let mut scores: Vec<u32> = fitting.clone().map(|c| c.score).collect();
+    if scores.is_empty() {
+        // No clique fits: Filter gives every node its reason.
+        return None;
+    }
+    scores.sort_unstable_by(|a, b| b.cmp(a));
+    let cut = scores[scores.len().min(CANDIDATE_CLIQUES) - 1];
+    Some(fitting.filter(|c| c.score >= cut).map(|c| c.clique).collect())
+}
+
+/// The PreFilterResult node set of `r` (see [`Decision::node_set`]).
+pub(crate) fn node_set<'s>(st: &'s State, r: &PreFilterResult) -> Option<Vec<&'s str>> {
+    let cliques = chosen_cliques(r)?;
+    let mut v: Vec<&str> = cliques.iter().flat_map(|&c| st.clique_nodes(st.interner.text(c))).collect();
+    v.sort_unstable();
+    Some(v)
+}
+
+fn status(r: &PreFilterResult, v: Verdict) -> Status {
+    Status { code: v.code, reason: r.reason(v).to_string() }
+}
+
+/// `r` with every id resolved against the state it was computed from.
+pub(crate) fn decision(st: &State, r: &PreFilterResult) -> Decision {
+    let text = |id: StrId| st.interner.text(id).to_string();
+    Decision {
+        status: status(r, r.status),
+        domain: r.domain.map(text),
+        exclusive: r.exclusive,
+        cliques: r.cliques.iter().map(|c| (text(c.clique), (status(r, c.verdict), c.score))).collect(),
+        other: status(r, r.other),
+        nodes: r.nodes.iter().map(|n| (text(n.node), status(r, n.verdict))).collect(),
+        node_set: node_set(st, r).map(|v| v.into_iter().map(String::from).collect()),
+    }
+}
+
+/// `r` in the packed `CDP2` form.
+pub(crate) fn packed(st: &State, r: &PreFilterResult) -> Vec<u8> {
+    fn verdict(out: &mut Vec<u8>, v: Verdict) {
+        out.put_u8(v.code as u8);
+        out.put_u32(v.reason);
+    }
+    fn count(n: usize) -> u32 {
+        u32::try_from(n).expect("fewer than 2^32 entries")
+    }
+    let text = |id: StrId| st.interner.text(id);
+    let set = node_set(st, r);
+    let mut out = Vec::with_capacity(64 + 24 * (r.cliques.len() + r.nodes.len() + set.as_ref().map_or(0, Vec::len)));
+    out.extend_from_slice(MAGIC);
+    out.put_u32(count(r.reasons.len()));
+    for t in &r.reasons {
+        out.put_str(t);
+    }
+    verdict(&mut out, r.status);
+    out.put_ostr(r.domain.map(text));
+    out.put_bool(r.exclusive);
+    verdict(&mut out, r.other);
+    out.put_u32(count(r.cliques.len()));
+    for c in &r.cliques {
+        out.put_str(text(c.clique));
+        verdict(&mut out, c.verdict);
+        out.put_u32(c.score);
+    }
+    out.put_u32(count(r.nodes.len()));
+    for n in &r.nodes {
+        out.put_str(text(n.node));
+        verdict(&mut out, n.verdict);
+    }
+    match set {
+        Some(nodes) => {
+            out.put_u8(1);
+            out.put_u32(count(nodes.len()));
+            for n in nodes {
+                out.put_str(n);
+            }
+        }
+        None => out.put_u8(0),
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use cdplace_policy::{CliqueVerdict, Verdict};
+
+    use super::*;
+
+    fn result(exclusive: bool, scores: &[(StrId, Code, u32)]) -> PreFilterResult {
+        PreFilterResult {
+            status: Verdict::SUCCESS,
+            domain: None,
+            reasons: vec![String::new()],
+            exclusive,
+            cliques: scores
+                .iter()
+                .map(|&(clique, code, score)| CliqueVerdict { clique, verdict: Verdict { code, reason: 0 }, score })
+                .collect(),
+            other: Verdict { code: Code::Unschedulable, reason: 0 },
+            nodes: vec![],
+        }
+    }
+
+    #[test]
+    fn candidates_are_the_best_three_fitting_cliques_with_ties_at_the_cut() {
+        use Code::{Success as S, Unschedulable as U};
+        let r = result(false, &[(1, S, 90), (2, S, 70), (3, U, 100), (4, S, 80), (5, S, 60), (6, S, 70)]);
+        assert_eq!(chosen_cliques(&r), Some(vec![1, 2, 4, 6]), "70 ties at the cut");
+        let r = result(false, &[(1, S, 10), (2, S, 20)]);
+        assert_eq!(chosen_cliques(&r), Some(vec![1, 2]), "fewer than three fit");
+        assert_eq!(chosen_cliques(&result(false, &[(1, U, 100)])), None, "none fits: no restriction");
+        let r = result(true, &[(1, S, 10), (2, U, 100)]);
+        assert_eq!(chosen_cliques(&r), Some(vec![1]), "exclusive: the domain's clique");
+        assert_eq!(chosen_cliques(&result(true, &[(2, U, 100)])), Some(vec![]), "exclusive and full: no node");
+        let mut failed = result(false, &[(1, S, 10)]);
+        failed.status = Verdict { code: U, reason: 0 };
+        assert_eq!(chosen_cliques(&failed), None);
+    }
+}

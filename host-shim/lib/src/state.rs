@@ -1,0 +1,424 @@
+//! The host's facts about every object it was given, and the deltas each change emits. Objects
+//! arrive as [`Record`]s (from JSON through `extract`, or decoded from a packed batch: one
+//! path); the state keeps the current fact of each and writes the [`Delta`]s that bring a guest
+//! from the previous state to the new one, strings first.
+
+use std::collections::{BTreeSet, HashMap};
+
+use cdplace_policy::{
+    ClaimFact, ClaimRef, Delta, DomainFact, NodeFact, OverlayOp, OwnerFact, Placement, PodFact, StrId, TemplateFact,
+};
+
+use crate::extract::{Kind, Object};
+use crate::facts::Record;
+use crate::interner::Interner;
+use crate::overlay::Overlay;
+
+/// The owner key of a PodGroup, as pods name it.
+fn pod_group_key(namespace: &str, name: &str) -> String {
+    format!("PodGroup/{namespace}/{name}")
+}
+
+/// The key of a pod: `namespace/name`.
+fn pod_key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+type Key = (String, String);
+
+fn key(namespace: &str, name: &str) -> Key {
+    (namespace.to_string(), name.to_string())
+}
+
+/// What the host keeps of a pod besides its fact.
+#[derive(Debug, Clone)]
+struct PodState {
+    fact: PodFact,
+    /// Bound or nominated placement from the object.
+    node_name: Option<String>,
+    nominated: Option<String>,
+    /// Set by Reserve until the pod is bound or Unreserve.
+    assumed: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+struct NodeState {
+    clique_label: Option<String>,
+    domain_label: Option<String>,
+    unschedulable: bool,
+    extended_gpus: u32,
+}
+
+/// Every object's current facts.
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    pub interner: Interner,
+    nodes: HashMap<String, NodeState>,
+    nodes_by_clique: HashMap<String, BTreeSet<String>>,
+    /// Slice name to (node, GPUs).
+    slices: HashMap<String, (String, u32)>,
+    slice_gpus: HashMap<String, u32>,
+    pods: HashMap<Key, PodState>,
+    owners: HashMap<String, OwnerFact>,
+    claims: HashMap<Key, ClaimFact>,
+    templates: HashMap<Key, TemplateFact>,
+    domains: HashMap<Key, DomainFact>,
+}
+
+impl State {
+    /// Journals the strings interned since the last flush.
+    pub fn flush(&mut self, out: &mut Vec<Delta>) {
+        let fresh = self.interner.take_fresh();
+        if !fresh.is_empty() {
+            out.push(Delta::Strings(fresh));
+        }
+    }
+
+    fn emit(&mut self, out: &mut Vec<Delta>, d: Delta) {
+        self.flush(out);
+        out.push(d);
+    }
+
+    fn node_fact(&mut self, name: &str) -> Option<NodeFact> {
+        let n = self.nodes.get(name)?.clone();
+        let gpus = n.extended_gpus.max(self.slice_gpus.get(name).copied().unwrap_or(0));
+        Some(NodeFact {
+            name: self.interner.id(name),
+            clique_label: n.clique_label.as_deref().map(|l| self.interner.id(l)),
+            unschedulable: n.unschedulable,
+            gpus,
+            domain_label: n.domain_label.as_deref().map(|l| self.interner.id(l)),
+        })
+    }
+
+    fn emit_node(&mut self, out: &mut Vec<Delta>, name: &str) {
+        if let Some(f) = self.node_fact(name) {
+            self.emit(out, Delta::UpsertNode(f));
+        }
+    }
+
+    /// Recomputes a pod's placement from its state and journals its fact.
+    fn emit_pod(&mut self, out: &mut Vec<Delta>, k: &Key) {
+        let Some(p) = self.pods.get(k) else { return };
+        let (placement, node) = match (&p.node_name, &p.assumed, &p.nominated) {
+            (Some(n), _, _) => (Placement::Bound, Some(n.clone())),
+            (None, Some(n), _) => (Placement::Assumed, Some(n.clone())),
+            (None, None, Some(n)) => (Placement::Nominated, Some(n.clone())),
+            _ => (Placement::Pending, None),
+        };
+        let node = node.map(|n| self.interner.id(&n));
+        let p = self.pods.get_mut(k).expect("present");
+        p.fact.placement = placement;
+        p.fact.node = node;
+        let fact = p.fact.clone();
+        self.emit(out, Delta::UpsertPod(fact));
+    }
+
+    /// Applies one record, writing the deltas it causes to `out`.
+    pub fn apply(&mut self, out: &mut Vec<Delta>, record: Record) {
+        match record {
+            Record::Upsert(o) => self.upsert(out, o),
+            Record::Remove { kind, namespace, name } => self.remove(out, kind, &namespace, &name),
+        }
+    }
+
+    fn upsert(&mut self, out: &mut Vec<Delta>, obj: Object) {
+        match obj {
+            Object::Node { name, clique_label, domain_label, unschedulable, gpus } => {
+                if let Some(old) = self.nodes.get(&name).and_then(|n| n.clique_label.clone())
+                    && let Some(set) = self.nodes_by_clique.get_mut(&old)
+                {
+                    set.remove(&name);
+                }
+                if let Some(l) = &clique_label {
+                    self.nodes_by_clique.entry(l.clone()).or_default().insert(name.clone());
+                }
+                let node = NodeState { clique_label, domain_label, unschedulable, extended_gpus: gpus };
+                self.nodes.insert(name.clone(), node);
+                self.emit_node(out, &name);
+            }
+            Object::Pod { namespace, name, terminal: true, .. } => self.remove(out, Kind::Pod, &namespace, &name),
+            Object::Pod {
+                namespace,
+                name,
+                node_name,
+                nominated_node_name,
+                claims,
+                gpus,
+                size_hint,
+                pod_group,
+                owner,
+                created_ms,
+                priority,
+                ..
+            } => {
+                let id = |i: &mut Interner, s: &Option<String>| s.as_deref().map(|s| i.id(s));
+                let i = &mut self.interner;
+                let claims = claims
+                    .iter()
+                    .map(|c| ClaimRef {
+                        name: i.id(&c.name),
+                        template: id(i, &c.template),
+                        claim: id(i, &c.claim),
+                        generated: id(i, &c.generated),
+                    })
+                    .collect();
+                let fact = PodFact {
+                    key: i.id(&pod_key(&namespace, &name)),
+                    namespace: i.id(&namespace),
+                    placement: Placement::Pending,
+                    node: None,
+                    claims,
+                    gpus,
+                    size_hint,
+                    pod_group: pod_group.map(|g| i.id(&pod_group_key(&namespace, &g))),
+                    owner: id(i, &owner),
+                    created_ms,
+                    priority,
+                };
+                let k = key(&namespace, &name);
+                // A bound pod is no longer merely assumed.
+                let assumed = self.pods.get(&k).and_then(|o| o.assumed.clone()).filter(|_| node_name.is_none());
+                self.pods.insert(k.clone(), PodState { fact, node_name, nominated: nominated_node_name, assumed });
+                self.emit_pod(out, &k);
+            }
+            Object::Claim { namespace, name, domain, daemon, gpus, allocated_gpus } => {
+                let i = &mut self.interner;
+                let fact = ClaimFact {
+                    namespace: i.id(&namespace),
+                    name: i.id(&name),
+                    domain: domain.as_deref().map(|d| i.id(d)),
+                    daemon,
+                    gpus,
+                    allocated_gpus,
+                };
+                self.claims.insert((namespace, name), fact.clone());
+                self.emit(out, Delta::UpsertClaim(fact));
+            }
+            Object::Template { namespace, name, domain, daemon, gpus } => {
+                let i = &mut self.interner;
+                let fact = TemplateFact {
+                    namespace: i.id(&namespace),
+                    name: i.id(&name),
+                    domain: domain.as_deref().map(|d| i.id(d)),
+                    daemon,
+                    gpus,
+                };
+                self.templates.insert((namespace, name), fact.clone());
+                self.emit(out, Delta::UpsertTemplate(fact));
+            }
+            Object::Slice { name, node, gpus } => {
+                let old = self.slices.remove(&name);
+                if let Some((n, g)) = &old
+                    && let Some(total) = self.slice_gpus.get_mut(n)
+                {
+                    *total -= g;
+                }
+                if let Some(n) = &node {
+                    *self.slice_gpus.entry(n.clone()).or_default() += gpus;
+                    self.slices.insert(name, (n.clone(), gpus));
+                }
+                for n in old.map(|o| o.0).into_iter().chain(node) {
+                    self.emit_node(out, &n);
+                }
+            }
+            Object::Domain { namespace, name, uid, size_hint, num_nodes } => {
+                let k = (namespace, name);
+                if let Some(old) = self.domains.get(&k)
+                    && self.interner.text(old.uid) != uid
+                {
+                    let old_uid = old.uid;
+                    self.emit(out, Delta::RemoveDomain(old_uid));
+                }
+                let i = &mut self.interner;
+                let fact =
+                    DomainFact { uid: i.id(&uid), namespace: i.id(&k.0), name: i.id(&k.1), size_hint, num_nodes };
+                self.domains.insert(k, fact.clone());
+                self.emit(out, Delta::UpsertDomain(fact));
+            }
+            Object::PodGroup { namespace, name, min_count, priority } => self.upsert(
+                out,
+                Object::Owner {
+                    key: pod_group_key(&namespace, &name),
+                    size: min_count,
+                    source: format!("PodGroup {namespace}/{name} spec.schedulingPolicy.gang.minCount"),
+                    priority,
+                },
+            ),
+            Object::Owner { key, size: None, .. } => self.remove(out, Kind::Owner, "", &key),
+            Object::Owner { key, size: Some(size), source, priority } => {
+                let i = &mut self.interner;
+                let fact = OwnerFact { key: i.id(&key), size, source: i.id(&source), priority };
+                if self.owners.get(&key) != Some(&fact) {
+                    self.owners.insert(key, fact.clone());
+                    self.emit(out, Delta::UpsertOwner(fact));
+                }
+            }
+        }
+    }
+
+    fn remove(&mut self, out: &mut Vec<Delta>, kind: Kind, namespace: &str, name: &str) {
+        let k = key(namespace, name);
+        match kind {
+            Kind::Node => {
+                if let Some(n) = self.nodes.remove(name) {
+                    if let Some(l) = n.clique_label
+                        && let Some(set) = self.nodes_by_clique.get_mut(&l)
+                    {
+                        set.remove(name);
+                    }
+                    let id = self.interner.id(name);
+                    self.emit(out, Delta::RemoveNode(id));
+                }
+            }
+            Kind::Pod => {
+                if let Some(p) = self.pods.remove(&k) {
+                    self.emit(out, Delta::RemovePod(p.fact.key));
+                }
+            }
+            Kind::ResourceClaim => {
+                if let Some(c) = self.claims.remove(&k) {
+                    self.emit(out, Delta::RemoveClaim(c.namespace, c.name));
+                }
+            }
+            Kind::ResourceClaimTemplate => {
+                if let Some(t) = self.templates.remove(&k) {
+                    self.emit(out, Delta::RemoveTemplate(t.namespace, t.name));
+                }
+            }
+            Kind::ResourceSlice => self.upsert(out, Object::Slice { name: name.to_string(), node: None, gpus: 0 }),
+            Kind::ComputeDomain => {
+                if let Some(d) = self.domains.remove(&k) {
+                    self.emit(out, Delta::RemoveDomain(d.uid));
+                }
+            }
+            Kind::PodGroup => self.remove(out, Kind::Owner, "", &pod_group_key(namespace, name)),
+            Kind::Owner => {
+                if let Some(o) = self.owners.remove(name) {
+                    self.emit(out, Delta::RemoveOwner(o.key));
+                }
+            }
+        }
+    }
+
+    /// Marks a pod assumed on a node (Reserve); false when the pod is not in the view.
+    pub fn assume(&mut self, out: &mut Vec<Delta>, namespace: &str, name: &str, node: &str) -> bool {
+        let k = key(namespace, name);
+        let Some(p) = self.pods.get_mut(&k) else { return false };
+        p.assumed = Some(node.to_string());
+        self.emit_pod(out, &k);
+        true
+    }
+
+    /// Forgets an assumption (Unreserve).
+    pub fn forget(&mut self, out: &mut Vec<Delta>, namespace: &str, name: &str) {
+        let k = key(namespace, name);
+        if let Some(p) = self.pods.get_mut(&k)
+            && p.assumed.take().is_some()
+        {
+            self.emit_pod(out, &k);
+        }
+    }
+
+    /// The id of a pod's key, when the view has the pod.
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<StrId> {
+        self.pods.get(&key(namespace, name)).map(|p| p.fact.key)
+    }
+
+    /// The overlay in ids (new strings are interned, to be journaled before the next call).
+    pub fn overlay(&mut self, overlay: &[Overlay]) -> Vec<OverlayOp> {
+        overlay
+            .iter()
+            .map(|o| match o {
+                Overlay::RemovePod { namespace, name } => {
+                    OverlayOp::RemovePod(self.interner.id(&pod_key(namespace, name)))
+                }
+                Overlay::AddPod { namespace, name, node } => {
+                    let k = self.interner.id(&pod_key(namespace, name));
+                    OverlayOp::AddPod(k, self.interner.id(node))
+                }
+            })
+            .collect()
+    }
+
+    /// Every node with its clique label value, sorted by name.
+    pub fn nodes(&self) -> Vec<(String, Option<String>)> {
+        let mut v: Vec<_> = self.nodes.iter().map(|(n, s)| (n.clone(), s.clique_label.clone())).collect();
+        v.sort();
+        v
+    }
+
+    /// The names of the nodes whose clique label value is `label`, sorted.
+    pub fn clique_nodes(&self, label: &str) -> impl Iterator<Item = &str> {
+        self.nodes_by_clique.get(label).into_iter().flatten().map(String::as_str)
+    }
+
+    /// Rebuilds the interner with the strings current facts use, renumbering every fact. Every
+    /// guest needs a fresh [`State::snapshot`] afterwards.
+    pub fn compact(&mut self) {
+        fn re(new: &mut Interner, old: &Interner, id: StrId) -> StrId {
+            new.id(old.text(id))
+        }
+        fn re_opt(new: &mut Interner, old: &Interner, id: &mut Option<StrId>) {
+            *id = id.map(|i| re(new, old, i));
+        }
+        let old = std::mem::take(&mut self.interner);
+        let new = &mut self.interner;
+        for p in self.pods.values_mut() {
+            let f = &mut p.fact;
+            f.key = re(new, &old, f.key);
+            f.namespace = re(new, &old, f.namespace);
+            re_opt(new, &old, &mut f.node);
+            re_opt(new, &old, &mut f.pod_group);
+            re_opt(new, &old, &mut f.owner);
+            for c in &mut f.claims {
+                c.name = re(new, &old, c.name);
+                re_opt(new, &old, &mut c.template);
+                re_opt(new, &old, &mut c.claim);
+                re_opt(new, &old, &mut c.generated);
+            }
+        }
+        for c in self.claims.values_mut() {
+            c.namespace = re(new, &old, c.namespace);
+            c.name = re(new, &old, c.name);
+            re_opt(new, &old, &mut c.domain);
+        }
+        for t in self.templates.values_mut() {
+            t.namespace = re(new, &old, t.namespace);
+            t.name = re(new, &old, t.name);
+            re_opt(new, &old, &mut t.domain);
+        }
+        for d in self.domains.values_mut() {
+            d.uid = re(new, &old, d.uid);
+            d.namespace = re(new, &old, d.namespace);
+            d.name = re(new, &old, d.name);
+        }
+        for o in self.owners.values_mut() {
+            o.key = re(new, &old, o.key);
+            o.source = re(new, &old, o.source);
+        }
+        for (name, n) in &self.nodes {
+            new.id(name);
+            for l in n.clique_label.iter().chain(&n.domain_label) {
+                new.id(l);
+            }
+        }
+        // A new instance gets every string in its snapshot.
+        new.take_fresh();
+    }
+
+    /// Every current fact as deltas after a reset, for a new instance. Strings interned but not
+    /// flushed yet stay fresh: instances behind in the journal still need them journaled.
+    pub fn snapshot(&mut self) -> Vec<Delta> {
+        let names: Vec<String> = self.nodes.keys().cloned().collect();
+        let nodes: Vec<NodeFact> = names.iter().filter_map(|n| self.node_fact(n)).collect();
+        let mut out = vec![Delta::Reset, Delta::Strings(self.interner.all())];
+        out.extend(self.claims.values().cloned().map(Delta::UpsertClaim));
+        out.extend(self.templates.values().cloned().map(Delta::UpsertTemplate));
+        out.extend(self.domains.values().cloned().map(Delta::UpsertDomain));
+        out.extend(self.owners.values().cloned().map(Delta::UpsertOwner));
+        out.extend(nodes.into_iter().map(Delta::UpsertNode));
+        out.extend(self.pods.values().map(|p| Delta::UpsertPod(p.fact.clone())));
+        out
+    }
+}
