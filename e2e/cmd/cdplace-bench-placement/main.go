@@ -12,8 +12,9 @@
 // the wait from a domain's creation to all its pods bound, and the offline whole-tray packing
 // bound at saturation (see BoundDefinition), and writes placement.json, allocation.csv,
 // allocation.svg (and useful-allocation.svg, waiting.svg, summary.md, trace.json) under -out.
-// It exits non-zero when a cdplace configuration split a domain or caused a Prepare refusal
-// (3), or when the run itself failed (1).
+// Each domain is submitted as users write it: a ComputeDomain without cdplace's size annotation
+// and an Indexed Job of its size. It exits non-zero when a cdplace configuration split a domain,
+// let one stall part-bound or caused a Prepare refusal (3), or when the run itself failed (1).
 //
 //	go run ./cmd/cdplace-bench-placement -repo ..            # full: 8 racks, 120 domains, ~11 min
 //	go run ./cmd/cdplace-bench-placement -repo .. -smoke     # CI: 2 racks, 16 domains, ~45 s
@@ -48,6 +49,7 @@ type options struct {
 	horizon, scale     float64
 	labelLag, sample   time.Duration
 	satGrace, progress time.Duration
+	stallGrace         time.Duration
 	smoke, keepLogs    bool
 	replot             bool
 }
@@ -68,6 +70,7 @@ func main() {
 	flag.DurationVar(&o.labelLag, "label-lag", 3*time.Second, "how long the driver's node label outlives a domain's last claim on a node (real time)")
 	flag.DurationVar(&o.sample, "sample", time.Second, "sampling period (real time)")
 	flag.DurationVar(&o.satGrace, "sat-grace", 2*time.Second, "a domain unbound this long makes a sample saturated")
+	flag.DurationVar(&o.stallGrace, "stall-grace", 10*time.Second, "a domain with pods bound and pods pending this long, while a clique could hold it whole, has stalled part-bound (the settle window, 5 s, plus a scheduling cycle)")
 	flag.DurationVar(&o.progress, "progress", 20*time.Second, "progress line period")
 	flag.BoolVar(&o.smoke, "smoke", false, "small and quick (CI): 2 racks, 16 domains, 4 plain pods, 1 failure, time scale 600, label lag 1s")
 	flag.BoolVar(&o.keepLogs, "keep-logs", false, "keep the control plane's logs")
@@ -269,13 +272,13 @@ func run(o options) (code int, err error) {
 		Failures: o.failures, Horizon: o.horizon}
 	tr := GenerateTrace(spec)
 	meanSize, load := tr.Demand()
-	ropts := runOptions{Scale: o.scale, LabelLag: o.labelLag, Sample: o.sample, SatGrace: o.satGrace, Progress: o.progress}
+	ropts := runOptions{Scale: o.scale, LabelLag: o.labelLag, Sample: o.sample, SatGrace: o.satGrace, StallGrace: o.stallGrace, Progress: o.progress}
 	horizonReal := o.horizon / o.scale
 	rep := &Report{
 		Generated: time.Now().UTC().Format(time.RFC3339), Command: strings.Join(os.Args, " "), Smoke: o.smoke,
 		TraceDigest: tr.Digest(), TraceSpec: spec, MeanSize: meanSize, OfferedLoad: load, TimeScale: o.scale,
 		HorizonSeconds: horizonReal, LabelLagSeconds: o.labelLag.Seconds(), SampleSeconds: o.sample.Seconds(),
-		SatGraceSeconds: o.satGrace.Seconds(), BoundDefinition: BoundDefinition,
+		SatGraceSeconds: o.satGrace.Seconds(), StallGraceSeconds: o.stallGrace.Seconds(), BoundDefinition: BoundDefinition,
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -323,8 +326,8 @@ func run(o options) (code int, err error) {
 			return 1, err
 		}
 		rep.Configs = append(rep.Configs, res)
-		step("%s done in %.0fs: %d of %d ComputeDomains started, %d completed, %d splits, %d Prepare refusals, allocation/bound at saturation %.1f%%",
-			cfg.Name, res.WallSeconds, res.CDsStarted, res.CDsArrived, res.CDsCompleted, res.Splits, res.PrepareRefusals, 100*res.AllocOverBound)
+		step("%s done in %.0fs: %d of %d ComputeDomains started, %d completed, %d splits, %d stalled part-bound, %d Prepare refusals, allocation/bound at saturation %.1f%%",
+			cfg.Name, res.WallSeconds, res.CDsStarted, res.CDsArrived, res.CDsCompleted, res.Splits, res.StalledPartBound, res.PrepareRefusals, 100*res.AllocOverBound)
 	}
 	if _, err := m.use(ctx, config{Name: "cdplace", Profile: harness.Cdplace}); err != nil {
 		failed = true
@@ -358,6 +361,10 @@ func run(o options) (code int, err error) {
 		}
 		if c.PrepareRefusals > 0 {
 			problems = append(problems, fmt.Errorf("%s: %d Prepare refusals (%s)", c.Config, c.PrepareRefusals, c.SampleRefusal))
+		}
+		if c.StalledPartBound > 0 {
+			problems = append(problems, fmt.Errorf("%s: %d ComputeDomains stalled part-bound (pods bound and pods pending for over %v while a clique could hold them whole)",
+				c.Config, c.StalledPartBound, o.stallGrace))
 		}
 	}
 	if len(problems) > 0 {

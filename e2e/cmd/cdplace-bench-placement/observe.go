@@ -168,6 +168,7 @@ func (r *runner) sample() Sample {
 	if s.HealthyTrays > 0 {
 		s.AllocFrac = float64(s.AllocGPUs) / float64(s.HealthyTrays*gpusPerTray)
 	}
+	r.markStalls(now, freeNow)
 	var items, waiting []int
 	nowExtra := 0
 	for _, rec := range r.cdOrder {
@@ -247,4 +248,35 @@ func load1() float64 {
 	}
 	v, _ := strconv.ParseFloat(f[0], 64)
 	return v
+}
+
+// markStalls marks every present domain that has had pods bound and pods pending for longer than
+// StallGrace while some clique could hold it whole (its own clique's free trays plus what it
+// holds there, or another clique's free trays). A domain that lost pods to a tray failure is left
+// out: its replacements wait for its own clique by design. The caller holds r.mu; free is the
+// idle, unlabelled trays per clique.
+func (r *runner) markStalls(now time.Time, free map[string]int) {
+	for _, rec := range r.cdOrder {
+		if rec.departed || rec.bound == 0 || rec.pods <= rec.bound || rec.full() {
+			rec.partSince = time.Time{}
+			continue
+		}
+		if rec.partSince.IsZero() {
+			rec.partSince = now
+			continue
+		}
+		if rec.stalled || rec.replacements > 0 || now.Sub(rec.partSince) <= r.opts.StallGrace {
+			continue
+		}
+		for _, cl := range r.fleet.Cliques {
+			held := 0
+			if len(rec.cliques) == 1 && rec.cliques[0] == cl {
+				held = rec.bound
+			}
+			if free[cl]+held >= rec.Size {
+				rec.stalled = true
+				break
+			}
+		}
+	}
 }

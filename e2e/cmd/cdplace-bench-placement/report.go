@@ -43,11 +43,14 @@ type CDOutcome struct {
 	Completed    bool     `json:"completed"`
 	NeverStarted bool     `json:"neverStarted"`
 	PartialAtEnd bool     `json:"partialAtEnd"`
-	Split        bool     `json:"split"`
-	Cliques      []string `json:"cliquesAtEnd,omitempty"`
-	Replacements int      `json:"replacements"`
-	BoundAtEnd   int      `json:"boundPodsAtEnd"`
-	Error        string   `json:"error,omitempty"`
+	// StalledPartBound: pods bound and pods pending for longer than stallGraceSeconds while a
+	// clique could have held the domain whole (never a domain that lost pods to a tray failure).
+	StalledPartBound bool     `json:"stalledPartBound"`
+	Split            bool     `json:"split"`
+	Cliques          []string `json:"cliquesAtEnd,omitempty"`
+	Replacements     int      `json:"replacements"`
+	BoundAtEnd       int      `json:"boundPodsAtEnd"`
+	Error            string   `json:"error,omitempty"`
 }
 
 // ConfigResult is everything measured for one configuration.
@@ -58,14 +61,15 @@ type ConfigResult struct {
 	Namespace    string `json:"namespace"`
 	Trays        int    `json:"trays"`
 
-	CDsArrived      int `json:"cdsArrived"`
-	CDsStarted      int `json:"cdsStarted"`   // every pod bound at some point
-	CDsCompleted    int `json:"cdsCompleted"` // ran their lifetime and left
-	CDsRunningAtEnd int `json:"cdsRunningAtEnd"`
-	CDsNeverStarted int `json:"cdsNeverStarted"`
-	PartialAtEnd    int `json:"cdsPartialAtEnd"`
-	Splits          int `json:"splits"` // domains whose bound pods spanned more than one clique at some point
-	Replacements    int `json:"replacementPods"`
+	CDsArrived       int `json:"cdsArrived"`
+	CDsStarted       int `json:"cdsStarted"`   // every pod bound at some point
+	CDsCompleted     int `json:"cdsCompleted"` // ran their lifetime and left
+	CDsRunningAtEnd  int `json:"cdsRunningAtEnd"`
+	CDsNeverStarted  int `json:"cdsNeverStarted"`
+	PartialAtEnd     int `json:"cdsPartialAtEnd"`
+	StalledPartBound int `json:"cdsStalledPartBound"`
+	Splits           int `json:"splits"` // domains whose bound pods spanned more than one clique at some point
+	Replacements     int `json:"replacementPods"`
 
 	PlainArrived   int `json:"plainArrived"`
 	PlainStarted   int `json:"plainStarted"`
@@ -147,6 +151,10 @@ func (r *runner) result() *ConfigResult {
 			Name: rec.Name, Size: rec.Size, ArrivalTrace: rec.At, LifetimeReal: r.real(rec.Lifetime).Seconds(),
 			Created: opt(rec.created), AllBound: opt(rec.boundAt), AllRunning: opt(rec.runningAt), Departed: opt(rec.departedAt),
 			Completed: rec.completed, Split: rec.split, Replacements: rec.replacements, Error: rec.err,
+			StalledPartBound: rec.stalled,
+		}
+		if rec.stalled {
+			res.StalledPartBound++
 		}
 		res.CDsArrived++
 		if rec.Size >= 16 {
@@ -301,22 +309,23 @@ func mean(v []float64) float64 {
 
 // Report is placement.json.
 type Report struct {
-	Generated       string          `json:"generated"`
-	Command         string          `json:"command"`
-	Smoke           bool            `json:"smoke"`
-	TraceDigest     string          `json:"traceDigest"`
-	TraceSpec       TraceSpec       `json:"traceSpec"`
-	MeanSize        float64         `json:"meanDomainSizeTrays"`
-	OfferedLoad     float64         `json:"offeredLoad"` // tray-seconds asked / tray-seconds available in the arrival window
-	TimeScale       float64         `json:"timeScale"`   // trace seconds per real second
-	HorizonSeconds  float64         `json:"horizonRealSeconds"`
-	LabelLagSeconds float64         `json:"labelLagSeconds"`
-	SampleSeconds   float64         `json:"sampleSeconds"`
-	SatGraceSeconds float64         `json:"satGraceSeconds"`
-	BoundDefinition string          `json:"boundDefinition"`
-	ControlPlane    float64         `json:"controlPlaneStartSeconds"`
-	WallSeconds     float64         `json:"wallSeconds"`
-	Configs         []*ConfigResult `json:"configs"`
+	Generated         string          `json:"generated"`
+	Command           string          `json:"command"`
+	Smoke             bool            `json:"smoke"`
+	TraceDigest       string          `json:"traceDigest"`
+	TraceSpec         TraceSpec       `json:"traceSpec"`
+	MeanSize          float64         `json:"meanDomainSizeTrays"`
+	OfferedLoad       float64         `json:"offeredLoad"` // tray-seconds asked / tray-seconds available in the arrival window
+	TimeScale         float64         `json:"timeScale"`   // trace seconds per real second
+	HorizonSeconds    float64         `json:"horizonRealSeconds"`
+	LabelLagSeconds   float64         `json:"labelLagSeconds"`
+	SampleSeconds     float64         `json:"sampleSeconds"`
+	SatGraceSeconds   float64         `json:"satGraceSeconds"`
+	StallGraceSeconds float64         `json:"stallGraceSeconds"`
+	BoundDefinition   string          `json:"boundDefinition"`
+	ControlPlane      float64         `json:"controlPlaneStartSeconds"`
+	WallSeconds       float64         `json:"wallSeconds"`
+	Configs           []*ConfigResult `json:"configs"`
 }
 
 // jsonSafe replaces NaN (no started domain) with -1, which encoding/json can write.
@@ -422,8 +431,8 @@ func summaryTable(rep *Report) string {
 		"time scale %g (%.0f s real), label lag %gs\n\n",
 		rep.TraceSpec.Seed, rep.TraceDigest, rep.TraceSpec.Racks, rep.TraceSpec.TraysPerClique, rep.TraceSpec.Arrivals, rep.MeanSize,
 		rep.TraceSpec.PlainPods, rep.TraceSpec.Failures, rep.OfferedLoad, rep.TimeScale, rep.HorizonSeconds, rep.LabelLagSeconds)
-	b.WriteString("| config | CDs arrived | completed | never started | splits | partial at end | Prepare refusals (pods) | stranded GPUs mean / max | GPUs held by partial CDs (mean) | GPU allocation mean | useful allocation mean | saturated samples | alloc / bound at saturation | useful / bound | alloc / lag-aware bound | bound proven optimal | wait median / p95 (s) | wait incl. never started, median / p95 (s, ≥) |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| config | CDs arrived | completed | never started | splits | partial at end | stalled part-bound | Prepare refusals (pods) | stranded GPUs mean / max | GPUs held by partial CDs (mean) | GPU allocation mean | useful allocation mean | saturated samples | alloc / bound at saturation | useful / bound | alloc / lag-aware bound | bound proven optimal | wait median / p95 (s) | wait incl. never started, median / p95 (s, ≥) |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	pct := func(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) }
 	sec := func(v float64) string {
 		if v < 0 || math.IsNaN(v) {
@@ -432,8 +441,8 @@ func summaryTable(rep *Report) string {
 		return fmt.Sprintf("%.1f", v)
 	}
 	for _, c := range rep.Configs {
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d (%d) | %.1f / %d | %.1f | %s | %s | %d of %d | %s / %s = **%s** | %s | %s | %s | %s / %s | %s / %s |\n",
-			c.Config, c.CDsArrived, c.CDsCompleted, c.CDsNeverStarted, c.Splits, c.PartialAtEnd, c.PrepareRefusals, c.RefusedPods,
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d (%d) | %.1f / %d | %.1f | %s | %s | %d of %d | %s / %s = **%s** | %s | %s | %s | %s / %s | %s / %s |\n",
+			c.Config, c.CDsArrived, c.CDsCompleted, c.CDsNeverStarted, c.Splits, c.PartialAtEnd, c.StalledPartBound, c.PrepareRefusals, c.RefusedPods,
 			c.StrandedMean, c.StrandedMax, c.IncompleteGPUsMean, pct(c.AllocMean), pct(c.UsefulAllocMean),
 			c.SaturatedSamples, c.Samples, pct(c.AllocAtSaturation), pct(c.BoundAtSaturation), pct(c.AllocOverBound),
 			pct(c.UsefulOverBound), pct(c.AllocOverLagBound), pct(c.BoundProvenShare), sec(c.WaitMedian), sec(c.WaitP95),

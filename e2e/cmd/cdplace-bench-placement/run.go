@@ -28,7 +28,11 @@ type runOptions struct {
 	// bound for at least this long (longer than a scheduling pass, so a domain that just arrived
 	// in a fleet with room does not count).
 	SatGrace time.Duration
-	Progress time.Duration // how often a progress line is printed
+	// StallGrace: a domain with pods bound and pods pending for longer than this, while some
+	// clique could hold it whole, has stalled part-bound (the plugin's settle window plus a
+	// scheduling cycle).
+	StallGrace time.Duration
+	Progress   time.Duration // how often a progress line is printed
 }
 
 const gpusPerTray = 4
@@ -38,11 +42,12 @@ type cdRec struct {
 	CDArrival
 	created, boundAt, runningAt, departedAt time.Time
 	waitingSince                            time.Time // zero while all pods are bound
-	departed, completed, split              bool
+	partSince                               time.Time // zero unless some pods are bound and some pending
+	departed, completed, split, stalled     bool
 	pods, bound, running                    int
 	cliques                                 []string
 	maxCliques                              int
-	replacements, nextIndex                 int
+	replacements                            int
 	err                                     string
 }
 
@@ -297,14 +302,15 @@ func runConfig(ctx context.Context, env *harness.Env, cfg config, tr Trace, opts
 // ---- the trace's events ----
 
 func (r *runner) arriveCD(a CDArrival) {
-	rec := &cdRec{CDArrival: a, nextIndex: a.Size}
+	rec := &cdRec{CDArrival: a}
 	r.mu.Lock()
 	rec.created = time.Now()
 	rec.waitingSince = rec.created
 	r.cds[a.Name] = rec
 	r.cdOrder = append(r.cdOrder, rec)
 	r.mu.Unlock()
-	if _, err := harness.CreateComputeDomain(r.ctx, r.env.CP.Dynamic, r.ns, a.Name, a.Size); err != nil {
+	// As users write it: no size annotation; the size is the Job's parallelism.
+	if _, err := harness.CreateComputeDomain(r.ctx, r.env.CP.Dynamic, r.ns, a.Name, 0); err != nil {
 		r.errorf("create ComputeDomain %s: %v", a.Name, err)
 		r.cdError(rec, err)
 		return
@@ -323,16 +329,13 @@ func (r *runner) arriveCD(a CDArrival) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	for i := 0; i < a.Size; i++ {
-		if r.isEnded() {
-			return
-		}
-		pod := harness.DomainPod(r.ns, a.Name, i, gpusPerTray, r.cfg.Profile)
-		if _, err := r.c.CoreV1().Pods(r.ns).Create(r.ctx, pod, metav1.CreateOptions{}); err != nil {
-			r.errorf("create pod %s: %v", pod.Name, err)
-			r.cdError(rec, err)
-			return
-		}
+	if r.isEnded() {
+		return
+	}
+	job := harness.DomainJob(r.ns, a.Name, a.Name, harness.JobSpec{Parallelism: a.Size, Completions: a.Size, GPUs: gpusPerTray}, r.cfg.Profile)
+	if _, err := r.c.BatchV1().Jobs(r.ns).Create(r.ctx, job, metav1.CreateOptions{}); err != nil {
+		r.errorf("create Job %s: %v", a.Name, err)
+		r.cdError(rec, err)
 	}
 }
 
@@ -356,8 +359,8 @@ func (r *runner) arrivePlain(a PlainArrival) {
 	}
 }
 
-// departCD ends a domain that ran its lifetime: its pods are deleted as a user (or a finished
-// Job) does, then the ComputeDomain.
+// departCD ends a domain that ran its lifetime: its Job is deleted as a user does (`kubectl
+// delete job`: the pods go with it), then the ComputeDomain.
 func (r *runner) departCD(rec *cdRec) {
 	r.mu.Lock()
 	if rec.departed {
@@ -366,8 +369,8 @@ func (r *runner) departCD(rec *cdRec) {
 	}
 	rec.departed, rec.completed, rec.departedAt = true, true, time.Now()
 	r.mu.Unlock()
-	if err := harness.DeleteDomainPods(r.ctx, r.c, r.ns, rec.Name); err != nil {
-		r.errorf("delete pods of %s: %v", rec.Name, err)
+	if err := harness.DeleteJob(r.ctx, r.c, r.ns, rec.Name); err != nil {
+		r.errorf("delete Job %s: %v", rec.Name, err)
 	}
 	err := r.env.CP.Dynamic.Resource(harness.ComputeDomainGVR).Namespace(r.ns).Delete(r.ctx, rec.Name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -389,9 +392,9 @@ func (r *runner) departPlain(rec *plainRec) {
 }
 
 // failTray plays a hardware failure: the Node and its ResourceSlices go, the pods on it are
-// removed (the pod garbage collector's part), and every lost ComputeDomain pod is recreated as a
-// replacement of the same domain with a new index, as a Job would. Lost plain pods end. The tray
-// comes back RepairAfter later.
+// removed (the pod garbage collector's part); the domain's Job creates a replacement for each lost
+// pod, after the Job controller's failure back-off (10 s, doubling). Lost plain pods end. The
+// tray comes back RepairAfter later.
 func (r *runner) failTray(f TrayFailure) {
 	node := r.fleet.Spec.NodeName(f.Rack, 0, f.Tray)
 	r.mu.Lock()
@@ -427,7 +430,7 @@ func (r *runner) evict(node string, fr *failureRec) {
 		return
 	}
 	for _, p := range pods {
-		if p.Spec.NodeName != node {
+		if p.Spec.NodeName != node || p.DeletionTimestamp != nil {
 			continue
 		}
 		err := r.c.CoreV1().Pods(r.ns).Delete(r.ctx, p.Name, metav1.DeleteOptions{
@@ -449,24 +452,14 @@ func (r *runner) evict(node string, fr *failureRec) {
 			r.mu.Unlock()
 			continue
 		}
-		rec := r.cds[cd]
-		replace := rec != nil && !rec.departed && !r.ended && p.DeletionTimestamp == nil
-		idx := 0
-		if replace {
-			idx = rec.nextIndex
-			rec.nextIndex++
+		// The domain's Job replaces the pod; the run counts it.
+		if rec := r.cds[cd]; rec != nil && !rec.departed && !r.ended {
 			rec.replacements++
 			if rec.waitingSince.IsZero() {
 				rec.waitingSince = time.Now()
 			}
 		}
 		r.mu.Unlock()
-		if replace {
-			pod := harness.DomainPod(r.ns, cd, idx, gpusPerTray, r.cfg.Profile)
-			if _, err := r.c.CoreV1().Pods(r.ns).Create(r.ctx, pod, metav1.CreateOptions{}); err != nil {
-				r.errorf("create replacement %s: %v", pod.Name, err)
-			}
-		}
 	}
 }
 
@@ -475,6 +468,9 @@ func (r *runner) evict(node string, fr *failureRec) {
 func (r *runner) withdraw() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	if err := harness.DeleteWorkloads(ctx, r.c, r.env.CP.Dynamic, r.ns); err != nil {
+		return err
+	}
 	if err := r.c.CoreV1().Pods(r.ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}); err != nil {
 		return err
 	}
