@@ -28,7 +28,7 @@ pub mod settings;
 mod state;
 mod wire;
 
-pub use cdplace_policy::Code;
+pub use cdplace_policy::{Code, GpuDemand};
 pub use cluster::Cluster;
 pub use decision::{CANDIDATE_CLIQUES, Decision, Status};
 pub use error::{Error, Result};
