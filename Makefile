@@ -96,6 +96,33 @@ test-e2e: scheduler e2e-binaries lint-e2e
 		grep -E '^ *(--- |ok |FAIL|control plane)|^ *[|]' ../target/e2e/test.log; \
 		if [ $$rc -ne 0 ]; then tail -n 150 ../target/e2e/test.log; fi; exit $$rc; }
 
+## helm: Helm v3 built from the version pinned in e2e/tools/helm/go.mod (a module of its own, since
+## e2e/go.mod forces k8s.io/* to the control plane's v0.37.2), with its version and default
+## Kubernetes version stamped as helm's own Makefile does; rebuilt when that go.mod or go.sum change
+HELM := $(E2E_BIN)/helm
+.PHONY: helm test-helm
+helm: $(HELM)
+
+$(HELM): e2e/tools/helm/go.mod e2e/tools/helm/go.sum
+	mkdir -p $(E2E_BIN)
+	cd e2e/tools/helm && v=$$($(GO) list -m -f '{{.Version}}' helm.sh/helm/v3) && \
+	k=$$($(GO) list -m -f '{{.Version}}' k8s.io/client-go | cut -d. -f2) && \
+	$(GO) build -trimpath -o ../../../$@ -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$$v \
+		-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$$k \
+		-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$$k" \
+		helm.sh/helm/v3/cmd/helm
+
+## test-helm: the chart kube-scheduler-config/chart/cdplace-scheduler: helm lint and template in both
+## modes, the rendered objects applied server-side to the e2e API server, a scheduler started from
+## the rendered config under the chart's ServiceAccount places a ComputeDomain, and the same with
+## one ClusterRole rule removed does not (e2e/helm_test.go)
+test-helm: scheduler e2e-binaries helm lint-e2e
+	mkdir -p target/e2e
+	cd e2e && { CDPLACE_HELM_BIN=$(CURDIR)/$(HELM) $(GO) test -count=1 -timeout 15m -v -run '^TestHelm' . \
+		> ../target/e2e/test-helm.log 2>&1; rc=$$?; \
+		grep -E '^ *(--- |ok |FAIL|control plane)' ../target/e2e/test-helm.log; \
+		if [ $$rc -ne 0 ]; then tail -n 150 ../target/e2e/test-helm.log; fi; exit $$rc; }
+
 lint-e2e:
 	@test -z "$$(cd e2e && gofmt -l .)" || { echo "gofmt would change:"; cd e2e && gofmt -l .; exit 1; }
 	cd e2e && $(GO) vet ./...
@@ -158,3 +185,22 @@ explain-demo: build
 
 clean:
 	$(CARGO) clean
+
+## bench-upstream: upstream's scheduler_perf (v1.37.2) with and without ComputeDomainPlacement:
+## the five 500-node DRA workloads of dra/performance-config.yaml and a ComputeDomain workload
+## of our own (host-shim/go/test/schedulerperf/config/), A/B/A rounds, CPU profiles of every run
+## (target/bench/upstream/)
+.PHONY: bench-upstream bench-upstream-smoke
+bench-upstream: scheduler e2e-binaries
+	mkdir -p target/bench/upstream
+	cd host-shim/go && $(GO) test -c -o ../../target/bench/upstream/schedulerperf.test ./test/schedulerperf
+	cd e2e && $(GO) build -o ../$(E2E_BIN)/cdplace-bench-upstream ./cmd/cdplace-bench-upstream
+	$(E2E_BIN)/cdplace-bench-upstream -repo .
+
+## bench-upstream-smoke: one round of one small upstream workload and of the ComputeDomain
+## workload, so the benchmark keeps working (not timed, no threshold)
+bench-upstream-smoke: scheduler e2e-binaries
+	mkdir -p target/bench/smoke/upstream
+	cd host-shim/go && $(GO) test -c -o ../../target/bench/smoke/upstream/schedulerperf.test ./test/schedulerperf
+	cd e2e && $(GO) build -o ../$(E2E_BIN)/cdplace-bench-upstream ./cmd/cdplace-bench-upstream
+	$(E2E_BIN)/cdplace-bench-upstream -repo . -smoke -bin target/bench/smoke/upstream/schedulerperf.test -out target/bench/smoke/upstream

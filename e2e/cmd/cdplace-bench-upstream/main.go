@@ -1,0 +1,187 @@
+// Command cdplace-bench-upstream runs upstream kube-scheduler's scheduler_perf with and without
+// ComputeDomainPlacement and reports the ratio, in the unit upstream uses (pods/s from
+// scheduler_perf's own throughput collector, SchedulingThroughput Average and Perc50).
+//
+// It drives the test binary of host-shim/go/test/schedulerperf (built by `make bench-upstream`
+// with `go test -c`), one process per run, so that every run starts from a fresh etcd,
+// kube-apiserver and scheduler. For each workload and round it runs three variants in an order
+// that rotates from round to round: A (the stock profile), B (the same workload under the
+// cdplace profile) and A again (A2), so that B/A sits beside A2/A, the noise band of the
+// machine. Every run takes a CPU profile of its measured phase; the plugin's share of it is
+// read from the B runs (A's is reported as a control and must be 0).
+//
+// Results: <out>/results.json (every run), <out>/summary.md, <out>/throughput.svg, and each
+// run's data items, profile and log under <out>/runs/.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Workload is one scheduler_perf workload with its two variants.
+type Workload struct {
+	// Name as shown in the tables.
+	Name string `json:"name"`
+	// Config is the -cdplace-config of the test binary.
+	Config string `json:"config"`
+	// Stock and Cdplace are the test cases of variant A and B.
+	Stock   string `json:"stock"`
+	Cdplace string `json:"cdplace"`
+	// Workload is the workload's name inside the test cases.
+	Workload string `json:"workload"`
+}
+
+const (
+	upstreamCase = "SchedulingWithResourceClaimTemplate"
+	twinSuffix   = "WithComputeDomainPlacement" // schedulerperf.TwinSuffix
+	cdConfig     = "config/computedomain-config.yaml"
+)
+
+func upstream(workload string) Workload {
+	return Workload{Name: workload, Config: "upstream-dra", Stock: upstreamCase, Cdplace: upstreamCase + twinSuffix, Workload: workload}
+}
+
+func computeDomain(workload string) Workload {
+	return Workload{Name: "ComputeDomain/" + workload, Config: cdConfig, Stock: "ComputeDomainBaseline", Cdplace: "ComputeDomainPlacement", Workload: workload}
+}
+
+type options struct {
+	repo      string
+	bin       string
+	out       string
+	pairs     int
+	workloads []Workload
+	profile   bool
+	timeout   time.Duration
+}
+
+func main() {
+	var o options
+	upstreamList := flag.String("upstream", "5000pods_500nodes,empty_500nodes,half_500nodes,match_empty_500nodes,selector_empty_500nodes",
+		"workloads of upstream's SchedulingWithResourceClaimTemplate (dra/performance-config.yaml) to run")
+	cdList := flag.String("computedomain", "504trays", "workloads of config/computedomain-config.yaml to run")
+	flag.StringVar(&o.repo, "repo", ".", "repository root")
+	flag.StringVar(&o.bin, "bin", "target/bench/upstream/schedulerperf.test", "the test binary of host-shim/go/test/schedulerperf (go test -c)")
+	flag.StringVar(&o.out, "out", "target/bench/upstream", "output directory")
+	flag.IntVar(&o.pairs, "pairs", 5, "rounds per workload; each runs A, B and A2 once")
+	flag.BoolVar(&o.profile, "profile", true, "take a CPU profile of every run's measured phase (-perf-cpuprofile)")
+	flag.DurationVar(&o.timeout, "timeout", 45*time.Minute, "give up on one run after this long")
+	smoke := flag.Bool("smoke", false, "a quick check that the benchmark works: one round of upstream's half_100nodes and of ComputeDomain/216trays")
+	flag.Parse()
+	if *smoke {
+		*upstreamList, *cdList, o.pairs = "half_100nodes", "216trays", 1
+	}
+	for _, w := range splitList(*upstreamList) {
+		o.workloads = append(o.workloads, upstream(w))
+	}
+	for _, w := range splitList(*cdList) {
+		o.workloads = append(o.workloads, computeDomain(w))
+	}
+	if len(o.workloads) == 0 || o.pairs < 1 {
+		fmt.Fprintln(os.Stderr, "bench-upstream: nothing to run (-upstream, -computedomain, -pairs)")
+		os.Exit(2)
+	}
+	if err := run(o, *smoke); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-upstream:", err)
+		os.Exit(1)
+	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Env is what a run needs from the repository.
+type Env struct {
+	Bin       string // the test binary
+	PkgDir    string // its package directory, the working directory of every run
+	ModuleDir string // the k8s.io/kubernetes module
+	Path      string // PATH with target/e2e/bin (etcd) first
+	Profile   bool
+	Timeout   time.Duration
+}
+
+func run(o options, smoke bool) error {
+	root, err := filepath.Abs(o.repo)
+	if err != nil {
+		return err
+	}
+	abs := func(p string) string {
+		if filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(root, p)
+	}
+	out := abs(o.out)
+	env := Env{
+		Bin: abs(o.bin), PkgDir: filepath.Join(root, "host-shim", "go", "test", "schedulerperf"),
+		Path:    filepath.Join(root, "target", "e2e", "bin") + string(os.PathListSeparator) + os.Getenv("PATH"),
+		Profile: o.profile, Timeout: o.timeout,
+	}
+	if _, err := os.Stat(env.Bin); err != nil {
+		return fmt.Errorf("test binary: %w (make bench-upstream builds it)", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "target", "e2e", "bin", "etcd")); err != nil {
+		return fmt.Errorf("etcd for scheduler_perf: %w (make e2e-binaries builds it)", err)
+	}
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/kubernetes")
+	cmd.Dir = filepath.Join(root, "host-shim", "go")
+	dir, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("locate the k8s.io/kubernetes module: %w", err)
+	}
+	env.ModuleDir = strings.TrimSpace(string(dir))
+	stamp := time.Now().Format("20060102-150405")
+	runsDir := filepath.Join(out, "runs", stamp)
+	if err := os.MkdirAll(runsDir, 0o755); err != nil {
+		return err
+	}
+	fmt.Printf("bench-upstream: %d workload(s) x %d round(s) x 3 runs; runs in %s\n", len(o.workloads), o.pairs, runsDir)
+	var runs []Run
+	var failed []string
+	for round := 0; round < o.pairs; round++ {
+		for _, w := range o.workloads {
+			for _, v := range order(round) {
+				r := runOne(env, w, v, round, filepath.Join(runsDir, fmt.Sprintf("%s-r%d-%s", safeName(w.Name), round, v)))
+				fmt.Println("  " + r.Line())
+				if r.Error != "" {
+					failed = append(failed, fmt.Sprintf("%s %s round %d: %s", w.Name, v, round, r.Error))
+				}
+				runs = append(runs, r)
+			}
+		}
+	}
+	rep := Summarize(o.workloads, runs)
+	rep.Started, rep.Pairs, rep.Smoke, rep.Runs = stamp, o.pairs, smoke, runs
+	if err := rep.Write(out); err != nil {
+		return err
+	}
+	fmt.Print(rep.Markdown())
+	if len(failed) > 0 {
+		return fmt.Errorf("%d run(s) failed:\n  %s", len(failed), strings.Join(failed, "\n  "))
+	}
+	return nil
+}
+
+// order rotates A, B, A2 by round, so no variant always runs first or right after another.
+func order(round int) []Variant {
+	v := []Variant{VariantA, VariantB, VariantA2}
+	k := round % len(v)
+	return append(v[k:], v[:k]...)
+}
+
+func safeName(s string) string {
+	return strings.NewReplacer("/", "_", " ", "_").Replace(s)
+}
