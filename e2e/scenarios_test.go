@@ -78,7 +78,9 @@ func TestScenario02OneTrayTooMany(t *testing.T) {
 		s.holds("big stays unbound", 5*time.Second, func(d map[string]*harness.DomainState) bool {
 			return d["big"].Bound == 0
 		})
-		want := "ComputeDomain " + s.ns + "/big needs 9 free trays in one NVLink clique; the most any clique can offer now is 8"
+		// The reason names the size and where it came from: the Job's parallelism.
+		want := "ComputeDomain " + s.ns + "/big needs 9 free trays in one NVLink clique (size 9 from Job " + s.ns +
+			"/big spec.parallelism); the most any clique can offer now is 8"
 		if reasons := strings.Join(s.domains()["big"].Reasons, "\n"); !strings.Contains(reasons, want) {
 			t.Errorf("big's reason = %q; want it to contain %q", reasons, want)
 		}

@@ -204,7 +204,8 @@ func TestScenario17NineteenBarePods(t *testing.T) {
 	s.holds("none of the 19 pods binds", 2*settleWindow+5*time.Second, func(d map[string]*harness.DomainState) bool {
 		return d["nineteen"].Pods == 19 && d["nineteen"].Bound == 0
 	})
-	want := "ComputeDomain " + s.ns + "/nineteen needs 19 free trays in one NVLink clique"
+	want := "ComputeDomain " + s.ns + "/nineteen needs 19 trays in one NVLink clique (size 19 from the pods seen so far), " +
+		"but the largest clique has 18 usable trays"
 	d := s.waitFor("a reason on the pending pods", 30*time.Second, func(d map[string]*harness.DomainState) bool {
 		return len(d["nineteen"].Reasons) > 0
 	})
