@@ -1,0 +1,583 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cdplace/cdplace/e2e/harness"
+)
+
+// The Helm chart kube-scheduler-config/chart/cdplace-scheduler, end to end: `helm lint` and
+// `helm template` in both modes and with the values a platform team changes; the schema and the
+// chart refusing bad values; the rendered objects applied server-side to the suite's API server;
+// a kube-scheduler started with the rendered configuration, the Deployment's flags and a token
+// of the chart's ServiceAccount places a ComputeDomain in one clique; with one rule taken out of
+// the chart's ClusterRole it does not. `make test-helm` runs this file.
+
+// helmRelease is the release name the README uses; the chart's full name is then the release name.
+const helmRelease = "cdplace-scheduler"
+
+// helmFleet has two 4-tray cliques: a 2-pod domain could be split between them.
+var helmFleet = harness.FleetSpec{Racks: 2, CliquesPerRack: 1, TraysPerClique: 4, GPUsPerTray: 4}
+
+// helmBinary is the helm `make helm` builds (or $CDPLACE_HELM_BIN). The test is skipped when it
+// is absent and no path was asked for, so `make test-e2e` runs without it; `make test-helm`
+// always sets the variable.
+func helmBinary(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("CDPLACE_HELM_BIN"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("CDPLACE_HELM_BIN=%s: %v (run `make helm`)", p, err)
+		}
+		return p
+	}
+	p := filepath.Join(repoRoot, "target", "e2e", "bin", "helm")
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("no helm at %s: run `make helm` (or `make test-helm`)", p)
+	}
+	return p
+}
+
+func chartDir() string {
+	return filepath.Join(repoRoot, "kube-scheduler-config", "chart", "cdplace-scheduler")
+}
+
+// helm runs the helm binary with a private home, so no user configuration leaks in.
+func helmRun(t *testing.T, bin string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	home := t.TempDir()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+home, "HELM_CACHE_HOME="+home, "HELM_DATA_HOME="+home)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+// render is `helm template` of the chart into namespace with the given --set values.
+func chartRender(t *testing.T, bin, namespace string, sets ...string) []*unstructured.Unstructured {
+	t.Helper()
+	args := []string{"template", helmRelease, chartDir(), "--namespace", namespace}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	out, err := helmRun(t, bin, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := harness.DecodeManifests([]byte(out))
+	if err != nil {
+		t.Fatalf("helm template output does not parse: %v", err)
+	}
+	return objs
+}
+
+// object is the rendered object of kind (and name, when not empty); the test fails without one.
+func chartObject(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && (name == "" || o.GetName() == name) {
+			return o
+		}
+	}
+	t.Fatalf("no %s %q among the rendered objects %v", kind, name, objectKinds(objs))
+	return nil
+}
+
+func objectKinds(objs []*unstructured.Unstructured) []string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.GetKind()+"/"+o.GetName())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// schedulerConfigOf decodes the KubeSchedulerConfiguration the chart's ConfigMap carries.
+func chartSchedulerConfig(t *testing.T, objs []*unstructured.Unstructured) (raw string, cfg map[string]any) {
+	t.Helper()
+	cm := chartObject(t, objs, "ConfigMap", helmRelease+"-config")
+	raw, _, _ = unstructured.NestedString(cm.Object, "data", "scheduler-config.yaml")
+	if err := yaml.Unmarshal([]byte(raw), &cfg); err != nil {
+		t.Fatalf("the ConfigMap's scheduler-config.yaml does not parse: %v\n%s", err, raw)
+	}
+	return raw, cfg
+}
+
+// container is the Deployment's kube-scheduler container.
+func chartContainer(t *testing.T, objs []*unstructured.Unstructured) map[string]any {
+	t.Helper()
+	d := chartObject(t, objs, "Deployment", helmRelease)
+	cs, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	if len(cs) != 1 {
+		t.Fatalf("the Deployment has %d containers; want 1", len(cs))
+	}
+	return cs[0].(map[string]any)
+}
+
+func nestedStr(m map[string]any, path ...string) string {
+	v, _, _ := unstructured.NestedFieldNoCopy(m, path...)
+	return fmt.Sprint(v)
+}
+
+func chartProfiles(cfg map[string]any) []string {
+	var names []string
+	ps, _ := cfg["profiles"].([]any)
+	for _, p := range ps {
+		names = append(names, fmt.Sprint(p.(map[string]any)["schedulerName"]))
+	}
+	return names
+}
+
+// TestHelmChart runs the chart's checks in order: the pure helm ones first, then the ones on the
+// suite's control plane, with the suite's computedomain-scheduler stopped so that only the
+// chart's scheduler can place ComputeDomain pods (it is restarted at the end).
+func TestHelmChart(t *testing.T) {
+	bin := helmBinary(t)
+	t.Run("LintAndTemplate", func(t *testing.T) { testChartLintAndTemplate(t, bin) })
+	t.Run("Refusals", func(t *testing.T) { testChartRefusals(t, bin) })
+	if t.Failed() {
+		return
+	}
+	pauseScheduler(t, env.Cdplace)
+	t.Run("SecondSchedulerPlacesDomain", func(t *testing.T) { testChartPlaces(t, bin, "secondScheduler") })
+	t.Run("SingleSchedulerPlacesDomainAndPlainPod", func(t *testing.T) {
+		// This release serves default-scheduler too: the suite's stock one must not also run.
+		pauseScheduler(t, env.Baseline)
+		testChartPlaces(t, bin, "singleScheduler")
+	})
+	for _, rule := range []struct{ resource, group string }{
+		{"computedomains", "resource.nvidia.com"},
+		{"resourceclaimtemplates", "resource.k8s.io"},
+	} {
+		t.Run("WithoutRule/"+rule.resource, func(t *testing.T) { testChartMissingRule(t, bin, rule.resource, rule.group) })
+	}
+}
+
+// pause stops a running scheduler of the suite until the test ends.
+func pauseScheduler(t *testing.T, s *harness.Scheduler) {
+	t.Helper()
+	if s == nil || !s.Running() {
+		return
+	}
+	s.Stop()
+	t.Cleanup(func() {
+		if err := s.Restart(context.Background()); err != nil {
+			t.Errorf("restart %s: %v", s.Name, err)
+		}
+	})
+}
+
+func testChartLintAndTemplate(t *testing.T, bin string) {
+	for _, c := range []struct {
+		name  string
+		sets  []string
+		check func(t *testing.T, objs []*unstructured.Unstructured)
+	}{
+		{"defaults", nil, func(t *testing.T, objs []*unstructured.Unstructured) {
+			want := []string{
+				"ClusterRole/" + helmRelease, "ClusterRoleBinding/" + helmRelease,
+				"ConfigMap/" + helmRelease + "-config", "Deployment/" + helmRelease,
+				"PodDisruptionBudget/" + helmRelease,
+				"Role/" + helmRelease + "-leader-election", "RoleBinding/" + helmRelease + "-helm-t-authentication-reader",
+				"RoleBinding/" + helmRelease + "-leader-election", "ServiceAccount/" + helmRelease,
+			}
+			if got := objectKinds(objs); !slices.Equal(got, want) {
+				t.Errorf("rendered objects:\n got %v\nwant %v", got, want)
+			}
+			raw, cfg := chartSchedulerConfig(t, objs)
+			if got := chartProfiles(cfg); !slices.Equal(got, []string{"computedomain-scheduler"}) {
+				t.Errorf("profiles %v; want only computedomain-scheduler", got)
+			}
+			for path, want := range map[string]string{
+				"leaderElection.leaderElect": "true", "leaderElection.resourceName": "computedomain-scheduler",
+				"leaderElection.resourceNamespace": "helm-t", "enableProfiling": "false",
+			} {
+				if got := nestedStr(cfg, strings.Split(path, ".")...); got != want {
+					t.Errorf("config %s = %s; want %s\n%s", path, got, want, raw)
+				}
+			}
+			ctr := chartContainer(t, objs)
+			if got := nestedStr(ctr, "image"); got != "ghcr.io/cdplace/kube-scheduler:v0.1.0" {
+				t.Errorf("image %s; want the appVersion tag without a digest", got)
+			}
+			args, _, _ := unstructured.NestedStringSlice(ctr, "args")
+			for _, a := range []string{"--config=/etc/cdplace/scheduler-config.yaml", "--profiling=false"} {
+				if !slices.Contains(args, a) {
+					t.Errorf("container args %v lack %s", args, a)
+				}
+			}
+			// 1024 MiB base + 2 instances x guestMemoryLimitMiB 512.
+			if got := nestedStr(ctr, "resources", "limits", "memory"); got != "2048Mi" {
+				t.Errorf("memory limit %s; want 2048Mi", got)
+			}
+			for path, want := range map[string]string{
+				"securityContext.readOnlyRootFilesystem": "true", "securityContext.runAsNonRoot": "true",
+				"securityContext.allowPrivilegeEscalation": "false", "securityContext.capabilities.drop": "[ALL]",
+				"securityContext.seccompProfile.type": "RuntimeDefault",
+			} {
+				if got := nestedStr(ctr, strings.Split(path, ".")...); got != want {
+					t.Errorf("container %s = %s; want %s", path, got, want)
+				}
+			}
+			d := chartObject(t, objs, "Deployment", helmRelease)
+			if got := nestedStr(d.Object, "spec", "replicas"); got != "2" {
+				t.Errorf("replicas %s; want 2", got)
+			}
+			if got := nestedStr(d.Object, "spec", "template", "spec", "priorityClassName"); got != "system-cluster-critical" {
+				t.Errorf("priorityClassName %s; want system-cluster-critical", got)
+			}
+			if got := nestedStr(chartObject(t, objs, "PodDisruptionBudget", "").Object, "spec", "minAvailable"); got != "1" {
+				t.Errorf("PodDisruptionBudget minAvailable %s; want 1", got)
+			}
+			for _, o := range objs {
+				if ref := nestedStr(o.Object, "roleRef", "name"); strings.HasPrefix(ref, "system:") {
+					t.Errorf("%s/%s binds the built-in %s; the chart has its own roles", o.GetKind(), o.GetName(), ref)
+				}
+			}
+		}},
+		{"singleScheduler", []string{"mode=singleScheduler"}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			_, cfg := chartSchedulerConfig(t, objs)
+			if got := chartProfiles(cfg); !slices.Equal(got, []string{"default-scheduler", "computedomain-scheduler"}) {
+				t.Errorf("profiles %v; want default-scheduler, computedomain-scheduler", got)
+			}
+			if got := nestedStr(cfg, "leaderElection", "resourceName"); got != "computedomain-scheduler" {
+				t.Errorf("lease %s; want the chart's own computedomain-scheduler", got)
+			}
+			ps := cfg["profiles"].([]any)
+			if _, ok := ps[0].(map[string]any)["pluginConfig"]; ok {
+				t.Errorf("the default-scheduler profile carries pluginConfig; it must be upstream's defaults: %v", ps[0])
+			}
+		}},
+		{"digest, gates, ServiceMonitor, one replica, smaller guests", []string{
+			"image.digest=sha256:" + strings.Repeat("ab", 32), "featureGates.GenericWorkload=true",
+			"serviceMonitor.enabled=true", "replicas=1", "plugin.args.guestMemoryLimitMiB=256",
+			"plugin.args.imexMode=HostManaged",
+		}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			ctr := chartContainer(t, objs)
+			if got, want := nestedStr(ctr, "image"), "ghcr.io/cdplace/kube-scheduler@sha256:"+strings.Repeat("ab", 32); got != want {
+				t.Errorf("image %s; want %s", got, want)
+			}
+			args, _, _ := unstructured.NestedStringSlice(ctr, "args")
+			if !slices.Contains(args, "--feature-gates=GenericWorkload=true") {
+				t.Errorf("container args %v lack --feature-gates=GenericWorkload=true", args)
+			}
+			if got := nestedStr(ctr, "resources", "limits", "memory"); got != "1536Mi" {
+				t.Errorf("memory limit %s; want 1024 + 2 x 256 = 1536Mi", got)
+			}
+			raw, _ := chartSchedulerConfig(t, objs)
+			if !strings.Contains(raw, "imexMode: HostManaged") {
+				t.Errorf("the plugin args do not carry imexMode: HostManaged:\n%s", raw)
+			}
+			chartObject(t, objs, "ServiceMonitor", helmRelease)
+			chartObject(t, objs, "Service", helmRelease)
+			cr := chartObject(t, objs, "ClusterRole", helmRelease)
+			if !chartHasRule(cr, "podgroups/status") {
+				t.Errorf("GenericWorkload on, but the ClusterRole lacks podgroups/status")
+			}
+			for _, o := range objs {
+				if o.GetKind() == "PodDisruptionBudget" {
+					t.Errorf("a PodDisruptionBudget with one replica would block every drain")
+				}
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := []string{"lint", "--strict", chartDir(), "--namespace", "helm-t"}
+			for _, s := range c.sets {
+				args = append(args, "--set", s)
+			}
+			if out, err := helmRun(t, bin, args...); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			c.check(t, chartRender(t, bin, "helm-t", c.sets...))
+		})
+	}
+}
+
+// testRefusals: values the plugin or kube-scheduler would refuse at start are refused by
+// `helm template` already, with the field named.
+func testChartRefusals(t *testing.T, bin string) {
+	for _, c := range []struct{ set, want string }{
+		{"plugin.args.imexMode=Shared", "/plugin/args/imexMode': value must be one of 'DriverManaged', 'HostManaged'"},
+		{"plugin.args.wholeTrays=Off", "additional properties 'wholeTrays' not allowed"},
+		{"plugin.args.reserveTraysPerClique=-1", "/plugin/args/reserveTraysPerClique': minimum"},
+		{"plugin.args.guestCallTimeout=soon", "/plugin/args/guestCallTimeout"},
+		{"plugin.args.cliqueLabel=nvidia.com/", "/plugin/args/cliqueLabel"},
+		{"image.digest=latest", "/image/digest"},
+		{"mode=both", "/mode': value must be one of 'secondScheduler', 'singleScheduler'"},
+		{"leaderElection.leaseName=kube-scheduler", "that is the stock scheduler's lease"},
+		{"schedulerName=default-scheduler", "schedulerName must not be default-scheduler"},
+		{"leaderElection.enabled=false", "replicas without leader election would all schedule at once"},
+	} {
+		_, err := helmRun(t, bin, "template", helmRelease, chartDir(), "--set", c.set)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("--set %s: got %v; want an error containing %q", c.set, err, c.want)
+		}
+	}
+}
+
+func chartHasRule(cr *unstructured.Unstructured, resource string) bool {
+	rules, _, _ := unstructured.NestedSlice(cr.Object, "rules")
+	for _, r := range rules {
+		res, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "resources")
+		if slices.Contains(res, resource) {
+			return true
+		}
+	}
+	return false
+}
+
+// removeRule takes resource out of the rendered ClusterRole (the whole rule when it was its only
+// resource); the test fails unless exactly one rule named it.
+func chartRemoveRule(t *testing.T, objs []*unstructured.Unstructured, resource string) {
+	t.Helper()
+	cr := chartObject(t, objs, "ClusterRole", helmRelease)
+	rules, _, _ := unstructured.NestedSlice(cr.Object, "rules")
+	var kept []any
+	found := 0
+	for _, r := range rules {
+		rule := r.(map[string]any)
+		res, _, _ := unstructured.NestedStringSlice(rule, "resources")
+		if !slices.Contains(res, resource) {
+			kept = append(kept, r)
+			continue
+		}
+		found++
+		if rest := slices.DeleteFunc(res, func(s string) bool { return s == resource }); len(rest) > 0 {
+			_ = unstructured.SetNestedStringSlice(rule, rest, "resources")
+			kept = append(kept, rule)
+		}
+	}
+	if found != 1 {
+		t.Fatalf("%d ClusterRole rules name %s; want exactly 1", found, resource)
+	}
+	if err := unstructured.SetNestedSlice(cr.Object, kept, "rules"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// chartScheduler is a release applied to the suite's API server and the scheduler started from it.
+type chartScheduler struct {
+	namespace string
+	objs      []*unstructured.Unstructured
+	sched     *harness.Scheduler
+}
+
+// install renders the chart into a new namespace, applies it server-side (the Deployment and
+// the PodDisruptionBudget with dry run: the API server validates, defaults and admits them, but
+// there are no kubelets to run the pods), and starts our kube-scheduler binary as the
+// Deployment's container would run: the ConfigMap's configuration (with a kubeconfig instead of
+// the in-cluster one), the container's flags, a token of the chart's ServiceAccount.
+func chartInstall(t *testing.T, bin, namespace, mode string, edit func([]*unstructured.Unstructured)) *chartScheduler {
+	t.Helper()
+	ctx := context.Background()
+	c := env.CP.Client
+	// Pod Security `restricted` as the README asks for the namespace; `warn` makes the API
+	// server report a violation of the Deployment's pod template on the dry run.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace, Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/warn": "restricted",
+	}}}
+	if _, err := c.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	objs := chartRender(t, bin, namespace, "mode="+mode)
+	if edit != nil {
+		edit(objs)
+	}
+	t.Cleanup(func() { chartUninstall(t, objs, namespace) })
+	var stored, dry []*unstructured.Unstructured
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Deployment", "PodDisruptionBudget":
+			dry = append(dry, o)
+		default:
+			stored = append(stored, o)
+		}
+	}
+	warnings, err := env.CP.ServerSideApply(ctx, stored, harness.ApplyOptions{FieldManager: "helm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := env.CP.ServerSideApply(ctx, dry, harness.ApplyOptions{FieldManager: "helm", DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if warnings = append(warnings, w...); len(warnings) > 0 {
+		t.Errorf("the API server warned about the rendered objects:\n%s", strings.Join(warnings, "\n"))
+	}
+
+	sa := chartObject(t, objs, "ServiceAccount", "").GetName()
+	token, err := env.CP.ServiceAccountToken(ctx, namespace, sa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(env.CP.Dir, namespace+".kubeconfig")
+	if err := env.CP.WriteKubeconfig(kubeconfig, token); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := chartSchedulerConfig(t, objs)
+	rendered := filepath.Join(env.CP.Dir, namespace+"-rendered-config.yaml")
+	if err := os.WriteFile(rendered, []byte(raw), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := harness.SchedulerConfig(rendered, kubeconfig, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The Deployment's flags but the config path and the port, which the harness sets.
+	args, _, _ := unstructured.NestedStringSlice(chartContainer(t, objs), "args")
+	args = slices.DeleteFunc(args, func(a string) bool {
+		return strings.HasPrefix(a, "--config=") || strings.HasPrefix(a, "--secure-port=")
+	})
+	sched, err := env.CP.StartSchedulerWithArgs(ctx, namespace, cfg, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sched.Stop)
+	t.Logf("%s: scheduler %s started with %v; log %s", mode, namespace, args, sched.LogPath())
+	return &chartScheduler{namespace: namespace, objs: objs, sched: sched}
+}
+
+// uninstall deletes what install applied: the cluster-scoped objects, the RoleBinding in
+// kube-system, and the release namespace with the rest.
+func chartUninstall(t *testing.T, objs []*unstructured.Unstructured, namespace string) {
+	ctx := context.Background()
+	c := env.CP.Client
+	for _, o := range objs {
+		var err error
+		switch {
+		case o.GetKind() == "ClusterRole":
+			err = c.RbacV1().ClusterRoles().Delete(ctx, o.GetName(), metav1.DeleteOptions{})
+		case o.GetKind() == "ClusterRoleBinding":
+			err = c.RbacV1().ClusterRoleBindings().Delete(ctx, o.GetName(), metav1.DeleteOptions{})
+		case o.GetKind() == "RoleBinding" && o.GetNamespace() == "kube-system":
+			err = c.RbacV1().RoleBindings("kube-system").Delete(ctx, o.GetName(), metav1.DeleteOptions{})
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("uninstall %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+	if err := c.CoreV1().Namespaces().Delete(ctx, namespace, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("uninstall namespace %s: %v", namespace, err)
+	}
+}
+
+// log is the scheduler's log so far.
+func (cs *chartScheduler) log(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(cs.sched.LogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// forbidden are the log lines in which the API server refused the scheduler something.
+func (cs *chartScheduler) forbidden(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, l := range strings.Split(cs.log(t), "\n") {
+		if strings.Contains(l, " is forbidden: ") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func testChartPlaces(t *testing.T, bin, mode string) {
+	short := map[string]string{"secondScheduler": "second", "singleScheduler": "single"}[mode]
+	cs := chartInstall(t, bin, "helm-"+short, mode, nil)
+	s := newScenario(t, "helm-"+short, harness.Cdplace, helmFleet, harness.PrepareOptions{})
+	start := time.Now()
+	s.domain("train", 2, 4)
+	d := s.waitFor("train's 2 pods running", 90*time.Second, all("train", 2))
+	t.Logf("%s: the 2-pod domain ran %v after its Job was created: %s", mode, time.Since(start).Round(time.Millisecond), d["train"])
+	s.assertNoSplits(d)
+	s.assertAllOrNothing(d)
+	s.assertNoRefusals()
+	if mode == "secondScheduler" {
+		// The dry run's warnings are read: without its container securityContext, the
+		// Deployment is reported as violating Pod Security `restricted`.
+		dep := chartObject(t, cs.objs, "Deployment", helmRelease).DeepCopy()
+		ctrs, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+		delete(ctrs[0].(map[string]any), "securityContext")
+		_ = unstructured.SetNestedSlice(dep.Object, ctrs, "spec", "template", "spec", "containers")
+		w, err := env.CP.ServerSideApply(s.ctx, []*unstructured.Unstructured{dep}, harness.ApplyOptions{FieldManager: "helm", DryRun: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(strings.Join(w, "\n"), `violate PodSecurity "restricted`) {
+			t.Errorf("a Deployment without its container securityContext drew no Pod Security warning: %q", w)
+		}
+	}
+	if mode == "singleScheduler" {
+		// A pod without schedulerName goes to the same process's default-scheduler profile.
+		if _, err := env.CP.Client.CoreV1().Pods(s.ns).Create(s.ctx, harness.GPUPod(s.ns, "plain", 0, harness.Baseline), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitPlainRunning(t, s, 1)
+	}
+	if !cs.sched.Running() {
+		t.Fatalf("the chart's scheduler exited; log: %s", cs.sched.LogPath())
+	}
+	// Every rule the scheduler used was granted: the API server refused it nothing.
+	if f := cs.forbidden(t); len(f) > 0 {
+		t.Errorf("the API server refused the chart's ServiceAccount %d times; first: %s", len(f), f[0])
+	}
+	// It leads on its own lease; the stock scheduler's lease was never taken.
+	lease, err := env.CP.Client.CoordinationV1().Leases(cs.namespace).Get(s.ctx, "computedomain-scheduler", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the chart's lease %s/computedomain-scheduler: %v", cs.namespace, err)
+	}
+	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+		t.Errorf("lease %s/computedomain-scheduler has no holder", cs.namespace)
+	}
+	if _, err := env.CP.Client.CoordinationV1().Leases("kube-system").Get(s.ctx, "kube-scheduler", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("kube-system/kube-scheduler: got %v; want NotFound (no scheduler of this suite may take the stock lease)", err)
+	}
+}
+
+// testMissingRule: the same release with one rule taken out of its ClusterRole must not place
+// the domain, and the scheduler says why in its log.
+func testChartMissingRule(t *testing.T, bin, resource, group string) {
+	short := strings.TrimSuffix(resource, "s")
+	cs := chartInstall(t, bin, "helm-no-"+short, "secondScheduler", func(objs []*unstructured.Unstructured) {
+		chartRemoveRule(t, objs, resource)
+	})
+	s := newScenario(t, "helm-no-"+short, harness.Cdplace, helmFleet, harness.PrepareOptions{})
+	s.domain("train", 2, 4)
+	s.holds("train unbound without "+resource, 20*time.Second, func(d map[string]*harness.DomainState) bool {
+		st := d["train"]
+		return st == nil || st.Bound == 0
+	})
+	want := resource + "." + group + " is forbidden"
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(cs.log(t), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the scheduler's log never says %q; log: %s", want, cs.sched.LogPath())
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if !cs.sched.Running() {
+		t.Errorf("the scheduler exited instead of waiting for the permission; log: %s", cs.sched.LogPath())
+	}
+}
