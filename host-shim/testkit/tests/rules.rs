@@ -399,10 +399,7 @@ fn a_started_domain_only_goes_to_its_clique() {
     let d = t.decide(NS, "p1");
     assert_eq!(d.status.code, Code::Success);
     assert!(d.exclusive);
-    assert_eq!(
-        d.node_set.as_deref(),
-        Some(&["a-00".to_string(), "a-01".into(), "a-02".into(), "a-03".into()][..])
-    );
+    assert_eq!(d.node_set.as_deref(), Some(&["a-00".to_string(), "a-01".into(), "a-02".into(), "a-03".into()][..]));
     assert_eq!(
         verdict(&d, "b-00", Some(&c(2))),
         (
@@ -430,7 +427,7 @@ fn a_started_domain_whose_clique_is_full_waits_instead_of_spreading() {
     assert_eq!(
         d.status.reason,
         format!(
-            "ComputeDomain team-a/cd runs in NVLink clique {} and needs 1 more tray(s) there, but none is free; its pods never leave that clique",
+            "ComputeDomain team-a/cd runs in NVLink clique {} and needs 1 more tray(s) there (size 3 from the pods seen so far), but none is free; its pods never leave that clique",
             c(1)
         )
     );
@@ -453,7 +450,7 @@ fn a_24_tray_domain_on_18_tray_cliques_stays_pending() {
     assert_eq!(d.status.code, Code::UnschedulableAndUnresolvable);
     assert_eq!(
         d.status.reason,
-        "ComputeDomain team-a/big needs 24 trays in one NVLink clique, but the largest clique has 18 usable trays; it stays pending rather than span cliques"
+        "ComputeDomain team-a/big needs 24 trays in one NVLink clique (size 24 from the pods seen so far), but the largest clique has 18 usable trays; it stays pending rather than span cliques"
     );
 }
 
@@ -484,7 +481,7 @@ fn a_domain_starts_only_where_all_its_pods_fit() {
     assert_eq!(
         d.status.reason,
         format!(
-            "ComputeDomain team-a/cd needs 7 free trays in one NVLink clique; the most any clique can offer now is 6 (clique {})",
+            "ComputeDomain team-a/cd needs 7 free trays in one NVLink clique (size 7 from annotation cdplace.nvidia.com/size on ComputeDomain team-a/cd); the most any clique can offer now is 6 (clique {})",
             c(2)
         )
     );
@@ -498,13 +495,22 @@ fn pod_group_min_count_sets_the_gang_size() {
     p["spec"]["schedulingGroup"] = json!({"podGroupName": "trainer"});
     objs.push(p);
     let t = Twin::new(&objs);
-    assert_eq!(t.decide(NS, "p0").status.code, Code::Success);
+    // The pod names a PodGroup not seen yet: the domain waits rather than guess its size.
+    let d = t.decide(NS, "p0");
+    assert_eq!(d.status.code, Code::Unschedulable);
+    assert_eq!(
+        d.status.reason,
+        "ComputeDomain team-a/cd is waiting for PodGroup team-a/trainer (the pods' PodGroup) to tell the domain's size"
+    );
     t.apply(&[json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
         "metadata": {"name": "trainer", "namespace": NS},
         "spec": {"schedulingPolicy": {"gang": {"minCount": 6}}}})]);
     let d = t.decide(NS, "p0");
     assert_eq!(d.status.code, Code::UnschedulableAndUnresolvable);
-    assert!(d.status.reason.contains("needs 6 trays in one NVLink clique"), "{}", d.status.reason);
+    assert_eq!(
+        d.status.reason,
+        "ComputeDomain team-a/cd needs 6 trays in one NVLink clique (size 6 from PodGroup team-a/trainer spec.schedulingPolicy.gang.minCount), but the largest clique has 4 usable trays; it stays pending rather than span cliques"
+    );
 }
 
 #[test]
@@ -643,8 +649,8 @@ fn reserve_counts_at_once_and_unreserve_restores_capacity() {
 
 #[test]
 fn unknown_or_bad_args_fail_with_exact_errors() {
-    use cdplace_host::{Backend, Cluster};
-    for backend in [Backend::Native, Backend::Wasm(runtime())] {
+    use cdplace_host::Cluster;
+    for backend in backends() {
         let e = Cluster::new(backend.clone(), r#"{"wholeTrays":"Off"}"#).unwrap_err();
         assert!(
             e.to_string().starts_with("invalid plugin args: unknown field `wholeTrays`, expected one of `apiVersion`, `kind`, `imexMode`, `wholeTray`"),
@@ -709,4 +715,322 @@ fn terminal_pods_release_their_trays() {
     done["status"]["phase"] = json!("Succeeded");
     t.apply(&[done]);
     assert_eq!(t.decide(NS, "y0").status.code, Code::Success);
+}
+
+// ---------------------------------------------------------------- rule 6: the domain's size and its source
+
+#[test]
+fn num_nodes_sizes_a_domain_of_bare_pods() {
+    let mut objs = rack("a", 1, 4);
+    objs.extend(rack("b", 2, 6));
+    objs.extend(domain(NS, "cd", "uid-cd"));
+    let mut cd = compute_domain(NS, "cd", "uid-cd");
+    cd["spec"]["numNodes"] = json!(6);
+    objs.push(cd);
+    // Created "now": without numNodes they would wait for the settle window.
+    for i in 0..2 {
+        let mut p = cd_pod(NS, "cd", &format!("p{i}"));
+        p["metadata"]["creationTimestamp"] = json!("2999-01-01T00:00:00Z");
+        objs.push(p);
+    }
+    let t = Twin::new(&objs);
+    let d = t.decide(NS, "p0");
+    assert_eq!(d.status.code, Code::Success, "{}", d.status.reason);
+    assert_eq!(verdict(&d, "b-00", Some(&c(2))).0, Code::Success);
+    assert_eq!(
+        verdict(&d, "a-00", Some(&c(1))),
+        (
+            Code::Unschedulable,
+            "NVLink clique has fewer than 6 trays free for ComputeDomain team-a/cd (size 6 from ComputeDomain team-a/cd spec.numNodes), after trays promised to starting domains and reserveTraysPerClique",
+            None
+        )
+    );
+    // A pod's own size annotation comes before numNodes.
+    t.apply(&[annotate(cd_pod(NS, "cd", "p1"), "cdplace.nvidia.com/size", "7")]);
+    let d = t.decide(NS, "p0");
+    assert_eq!(
+        d.status.reason,
+        "ComputeDomain team-a/cd needs 7 trays in one NVLink clique (size 7 from annotation cdplace.nvidia.com/size on pod team-a/p1), but the largest clique has 6 usable trays; it stays pending rather than span cliques"
+    );
+}
+
+#[test]
+fn bare_pods_wait_for_the_settle_window() {
+    let objs_created = |at: &str| {
+        let mut objs = rack("a", 1, 4);
+        objs.extend(domain(NS, "cd", "uid-cd"));
+        for i in 0..3 {
+            let mut p = cd_pod(NS, "cd", &format!("p{i}"));
+            p["metadata"]["creationTimestamp"] = json!(at);
+            objs.push(p);
+        }
+        objs
+    };
+    // Pods created after the host's clock (as good as just now): the set may still grow.
+    let young = objs_created("2999-01-01T00:00:00Z");
+    let d = Twin::new(&young).decide(NS, "p0");
+    assert_eq!(d.status.code, Code::Unschedulable);
+    assert_eq!(
+        d.status.reason,
+        "ComputeDomain team-a/cd has no declared size (no annotation, PodGroup, known owner or spec.numNodes): waiting 5s for its pods to stop arriving (3 seen so far)"
+    );
+    let d = Twin::with_args(r#"{"sizeSettleSeconds":30}"#, &young).decide(NS, "p0");
+    assert!(d.status.reason.contains("waiting 30s for its pods to stop arriving"), "{}", d.status.reason);
+    // Disabled, or pods long since created: the pods seen are the size.
+    assert_eq!(Twin::with_args(r#"{"sizeSettleSeconds":0}"#, &young).decide(NS, "p0").status.code, Code::Success);
+    assert_eq!(Twin::new(&objs_created("2020-01-01T00:00:00Z")).decide(NS, "p0").status.code, Code::Success);
+}
+
+#[test]
+fn size_settle_seconds_is_validated_by_both_builds() {
+    use cdplace_host::Cluster;
+    for backend in backends() {
+        let e = Cluster::new(backend, r#"{"sizeSettleSeconds":3600}"#).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid plugin args: sizeSettleSeconds: Invalid value: \"3600\": must be at most 600 (0 disables the settle window)"
+        );
+    }
+}
+
+/// The policy fed facts directly, natively and as the component, insisting they agree: pods'
+/// owner keys and owners' sizes come from the scheduler's informers, not from objects the
+/// host's `Cluster` reads.
+struct Facts {
+    native: cdplace_policy::View,
+    wasm: cdplace_host::GuestInstance,
+    ids: std::collections::BTreeMap<String, cdplace_policy::StrId>,
+    pods: std::collections::BTreeMap<String, cdplace_policy::PodFact>,
+}
+
+impl Facts {
+    fn new() -> Self {
+        let mut wasm = runtime().instantiate(cdplace_host::Limits::default()).expect("instantiate");
+        wasm.configure("").expect("configure");
+        let mut f = Facts {
+            native: cdplace_policy::View::new(cdplace_policy::Args::default()),
+            wasm,
+            ids: Default::default(),
+            pods: Default::default(),
+        };
+        f.id("");
+        f
+    }
+
+    fn apply(&mut self, d: cdplace_policy::Delta) {
+        self.native.apply([d.clone()]).expect("native apply");
+        self.wasm.apply(&[cdplace_host::evaluator::wit::from_policy(&d)]).expect("wasm apply");
+    }
+
+    fn id(&mut self, s: &str) -> cdplace_policy::StrId {
+        if let Some(&id) = self.ids.get(s) {
+            return id;
+        }
+        let id = self.ids.len() as cdplace_policy::StrId;
+        self.ids.insert(s.to_string(), id);
+        self.apply(cdplace_policy::Delta::Strings(vec![(id, s.to_string())]));
+        id
+    }
+
+    /// `trays` 4-GPU trays `<prefix>-00..` in clique `clique`, the first `held` bound to pods
+    /// of ComputeDomain `<prefix>-holder`.
+    fn rack(&mut self, prefix: &str, clique: u32, trays: u32, held: u32) {
+        let label = self.id(&c(clique));
+        for i in 0..trays {
+            let name = self.id(&format!("{prefix}-{i:02}"));
+            self.apply(cdplace_policy::Delta::UpsertNode(cdplace_policy::NodeFact {
+                name,
+                clique_label: Some(label),
+                unschedulable: false,
+                gpus: 4,
+                domain_label: None,
+            }));
+        }
+        let holder = format!("{prefix}-holder");
+        self.domain(&holder);
+        for i in 0..held {
+            let node = self.id(&format!("{prefix}-{i:02}"));
+            self.pod(&format!("{holder}-{i}"), &holder, |p| {
+                p.placement = cdplace_policy::Placement::Bound;
+                p.node = Some(node);
+            });
+        }
+    }
+
+    /// ComputeDomain `NS/name` (UID `uid-<name>`) with its channel template.
+    fn domain(&mut self, name: &str) {
+        let (ns, uid, tpl) = (self.id(NS), self.id(&format!("uid-{name}")), self.id(&format!("{name}-channel")));
+        let name = self.id(name);
+        self.apply(cdplace_policy::Delta::UpsertDomain(cdplace_policy::DomainFact {
+            uid,
+            namespace: ns,
+            name,
+            size_hint: None,
+            num_nodes: None,
+        }));
+        self.apply(cdplace_policy::Delta::UpsertTemplate(cdplace_policy::TemplateFact {
+            namespace: ns,
+            name: tpl,
+            domain: Some(uid),
+            daemon: false,
+            gpus: Default::default(),
+        }));
+    }
+
+    /// A pending whole-tray pod `NS/name` of ComputeDomain `cd`, changed by `edit`.
+    fn pod(&mut self, name: &str, cd: &str, edit: impl FnOnce(&mut cdplace_policy::PodFact)) {
+        let key = format!("{NS}/{name}");
+        let mut p = cdplace_policy::PodFact {
+            key: self.id(&key),
+            namespace: self.id(NS),
+            placement: cdplace_policy::Placement::Pending,
+            node: None,
+            claims: vec![cdplace_policy::ClaimRef {
+                name: self.id("channel"),
+                template: Some(self.id(&format!("{cd}-channel"))),
+                claim: None,
+                generated: None,
+            }],
+            gpus: 4,
+            size_hint: None,
+            pod_group: None,
+            owner: None,
+            // Just created: only a declared size lets the domain start at once.
+            created_ms: i64::MAX / 2,
+            priority: 0,
+        };
+        edit(&mut p);
+        self.pods.insert(key, p.clone());
+        self.apply(cdplace_policy::Delta::UpsertPod(p));
+    }
+
+    /// Pods `<prefix>-0..n` of ComputeDomain `cd` owned by `owner`.
+    fn owned_pods(&mut self, prefix: &str, n: u32, cd: &str, owner: &str) {
+        let o = self.id(owner);
+        for i in 0..n {
+            self.pod(&format!("{prefix}-{i}"), cd, |p| p.owner = Some(o));
+        }
+    }
+
+    fn bind(&mut self, pod: &str, node: &str) {
+        let node = self.id(node);
+        let mut p = self.pods[&format!("{NS}/{pod}")].clone();
+        p.placement = cdplace_policy::Placement::Bound;
+        p.node = Some(node);
+        self.pods.insert(format!("{NS}/{pod}"), p.clone());
+        self.apply(cdplace_policy::Delta::UpsertPod(p));
+    }
+
+    /// An owner's size as the informers read it (`Job/<ns>/<name>`, `Job <ns>/<name> spec.parallelism`).
+    fn owner(&mut self, key: &str, size: u32, source: &str) {
+        let (key, source) = (self.id(key), self.id(source));
+        self.apply(cdplace_policy::Delta::UpsertOwner(cdplace_policy::OwnerFact { key, size, source, priority: None }));
+    }
+
+    /// PreFilter for `NS/pod` on both builds; they must agree exactly.
+    fn decide(&mut self, pod: &str) -> cdplace_policy::PreFilterResult {
+        let key = self.id(&format!("{NS}/{pod}"));
+        let now = 1_700_000_000_000;
+        let n = self.native.pre_filter(key, &[], now);
+        let w = self.wasm.pre_filter(key, &[], now).expect("wasm pre_filter");
+        assert_eq!(n, w, "native and wasm policies disagree for {pod}");
+        self.native.assert_consistent();
+        n
+    }
+
+    /// The pod-level code and reason.
+    fn status(&mut self, pod: &str) -> (Code, String) {
+        let r = self.decide(pod);
+        (r.status.code, r.reason(r.status).to_string())
+    }
+
+    /// The cliques the pod may start in.
+    fn allowed(&mut self, pod: &str) -> Vec<String> {
+        let r = self.decide(pod);
+        r.cliques
+            .iter()
+            .filter(|v| v.verdict.code == Code::Success)
+            .map(|v| self.native.str(v.clique).to_string())
+            .collect()
+    }
+}
+
+#[test]
+fn a_job_behind_a_ten_tray_domain_waits_for_its_size_then_starts_where_it_fits_whole() {
+    // The issue's case: a Job with parallelism 12 after a 10-tray domain took most of clique 1;
+    // the Job controller's slow start has created 4 pods so far.
+    let mut f = Facts::new();
+    f.rack("a", 1, 18, 10);
+    f.rack("b", 2, 12, 0);
+    f.domain("trainer");
+    f.owned_pods("t", 4, "trainer", "Job/team-a/trainer");
+    assert_eq!(
+        f.status("t-0"),
+        (
+            Code::Unschedulable,
+            "ComputeDomain team-a/trainer is waiting for Job team-a/trainer (the pods' owner) to tell the domain's size"
+                .into()
+        )
+    );
+    f.owner("Job/team-a/trainer", 12, "Job team-a/trainer spec.parallelism");
+    assert_eq!(f.allowed("t-0"), [c(2)], "clique 1's 8 free trays cannot hold 12");
+    // Scaled beyond any clique: the reason names the size and the Job.
+    f.owner("Job/team-a/trainer", 13, "Job team-a/trainer spec.parallelism");
+    assert_eq!(
+        f.status("t-0"),
+        (
+            Code::Unschedulable,
+            format!(
+                "ComputeDomain team-a/trainer needs 13 free trays in one NVLink clique (size 13 from Job team-a/trainer spec.parallelism); the most any clique can offer now is 12 (clique {})",
+                c(2)
+            )
+        )
+    );
+}
+
+#[test]
+fn a_job_scaled_down_while_pending_starts_with_the_new_size() {
+    let mut f = Facts::new();
+    f.rack("a", 1, 18, 10);
+    f.domain("trainer");
+    f.owned_pods("t", 12, "trainer", "Job/team-a/trainer");
+    f.owner("Job/team-a/trainer", 12, "Job team-a/trainer spec.parallelism");
+    let (code, reason) = f.status("t-0");
+    assert_eq!(code, Code::Unschedulable);
+    assert!(reason.contains("(size 12 from Job team-a/trainer spec.parallelism)"), "{reason}");
+    // `kubectl scale`: parallelism 8; the 4 pods beyond it are still being deleted.
+    f.owner("Job/team-a/trainer", 8, "Job team-a/trainer spec.parallelism");
+    assert_eq!(f.allowed("t-0"), [c(1)]);
+    let uid = f.id("uid-trainer");
+    let size = f.native.domain_size_source(uid).expect("known domain");
+    assert_eq!((size.size, size.text.as_str()), (8, "size 8 from Job team-a/trainer spec.parallelism"));
+}
+
+#[test]
+fn a_jobset_pair_of_jobs_counts_both_owners_and_later_pods_never_leave_the_clique() {
+    let mut f = Facts::new();
+    f.rack("a", 1, 18, 3);
+    f.rack("b", 2, 18, 1);
+    f.domain("js");
+    f.owned_pods("leader", 1, "js", "Job/team-a/js-leader-0");
+    f.owned_pods("worker", 3, "js", "Job/team-a/js-workers-0");
+    f.owner("Job/team-a/js-leader-0", 1, "Job team-a/js-leader-0 spec.parallelism");
+    f.owner("Job/team-a/js-workers-0", 16, "Job team-a/js-workers-0 spec.parallelism");
+    // 17 pods: only clique 2 (17 free) holds them.
+    assert_eq!(f.allowed("worker-0"), [c(2)]);
+    f.bind("leader-0", "b-01");
+    // The domain started; clique 2 loses its other trays: later pods wait there, never elsewhere.
+    for i in 2..18 {
+        let n = f.id(&format!("b-{i:02}"));
+        f.apply(cdplace_policy::Delta::RemoveNode(n));
+    }
+    let (code, reason) = f.status("worker-0");
+    assert_eq!(code, Code::Unschedulable);
+    assert_eq!(
+        reason,
+        format!(
+            "ComputeDomain team-a/js runs in NVLink clique {} and needs 16 more tray(s) there (size 17 from 2 owners: Job team-a/js-leader-0 spec.parallelism (1), Job team-a/js-workers-0 spec.parallelism (16)), but none is free; its pods never leave that clique",
+            c(2)
+        )
+    );
 }
