@@ -56,8 +56,9 @@ func TestBrokenConfigsAreRejectedWithExactErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := []struct{ name, from, to, want string }{
-		{"unknown plugin arg", "wholeTray: Require", "wholeTrays: Require", `decoding ComputeDomainPlacementArgs: json: unknown field "wholeTrays"`},
-		{"bad plugin arg value", "imexMode: DriverManaged", "imexMode: Shared", "invalid plugin args: unknown variant `Shared`, expected `DriverManaged` or `HostManaged`"},
+		// The plugin's args are validated by the policy alone; its message comes under their path.
+		{"unknown plugin arg", "wholeTray: Require", "wholeTrays: Require", "pluginConfig[ComputeDomainPlacement].args: invalid plugin args: unknown field `wholeTrays`, expected one of"},
+		{"bad plugin arg value", "imexMode: DriverManaged", "imexMode: Shared", "pluginConfig[ComputeDomainPlacement].args: invalid plugin args: unknown variant `Shared`, expected `DriverManaged` or `HostManaged`"},
 		{"unknown config field", "resourceLock: leases", "resourceLok: leases", `strict decoding error: unknown field "leaderElection.resourceLok"`},
 	}
 	for _, c := range cases {
@@ -200,8 +201,7 @@ func TestBinaryStartsWithShippedConfigsAndRejectsABrokenOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	exited, out := run(broken, 60*time.Second)
-	// klog quotes the error, escaping its inner quotes.
-	if !exited || !strings.Contains(out, `decoding ComputeDomainPlacementArgs: json: unknown field \"wholeTrays\"`) {
+	if !exited || !strings.Contains(out, "pluginConfig[ComputeDomainPlacement].args: invalid plugin args: unknown field `wholeTrays`") {
 		t.Fatalf("broken config: exited=%v, output:\n%s", exited, out)
 	}
 }

@@ -1,8 +1,13 @@
 package computedomain
 
 import (
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
@@ -52,4 +57,28 @@ func handle(t *testing.T) fwk.Handle {
 		t.Fatal(err)
 	}
 	return fh
+}
+
+// guestPath loads that component: the cluster is made from it (the test-only faulty component
+// skips every pod the real policy would decide).
+func TestGuestPathLoadsThatComponent(t *testing.T) {
+	faulty, err := filepath.Abs("../../../../target/wasm32-wasip2/guest/cdplace_faulty_guest.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(faulty); err != nil {
+		t.Fatalf("the faulty component is built by `make guest`: %v", err)
+	}
+	pod := cdPod("cd", "p")
+	objs := []runtime.Object{channelTemplate("cd", "uid-cd"), pod}
+	cds := []*unstructured.Unstructured{computeDomain("cd", "uid-cd", 1)}
+	wantCode(t, "embedded policy", newEnv(t, "", rack("a", 1, 2), cds, objs...).schedule(pod).preFilter, fwk.Success, "")
+	e := newEnv(t, `{"guestPath":`+strconv.Quote(faulty)+`,"guestCallTimeout":"500ms"}`, rack("a", 1, 2), cds, objs...)
+	if r := e.schedule(pod); !r.skipped {
+		t.Fatalf("the component at guestPath decides: %v", r.preFilter)
+	}
+	s, err := e.plugin.Cluster().Settings()
+	if err != nil || s.CallTimeoutMs != 500 {
+		t.Fatalf("the limits come from the args: %+v %v", s, err)
+	}
 }

@@ -51,6 +51,7 @@ type feed struct {
 	errored map[objKey]string
 	pending cdplace.Batch
 	scratch []byte
+	rbuf    []resolved
 	// seq changes whenever the view will change: every queued record, Assume and Forget.
 	seq uint64
 	// queued counts records queued since start (tests).

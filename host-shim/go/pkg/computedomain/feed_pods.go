@@ -141,7 +141,8 @@ func (f *feed) relevantLocked(e *podEntry) bool {
 	if e.pinned || e.assumed {
 		return true
 	}
-	if _, cd := classify(f.resolveLocked(e.fact.Namespace, e.fact.Claims, nil)); cd {
+	f.rbuf = f.resolveLocked(e.fact.Namespace, e.fact.Claims, f.rbuf)
+	if _, cd := classify(f.rbuf); cd {
 		return true
 	}
 	node := e.node

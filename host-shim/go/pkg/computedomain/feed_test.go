@@ -1,0 +1,190 @@
+package computedomain
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+)
+
+func gpuSlice(name, driver, node string, gpus int) *resourceapi.ResourceSlice {
+	s := &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: resourceapi.ResourceSliceSpec{Driver: driver, NodeName: ptr.To(node), Pool: resourceapi.ResourcePool{Name: node, ResourceSliceCount: 1}}}
+	for i := 0; i < gpus; i++ {
+		s.Spec.Devices = append(s.Spec.Devices, resourceapi.Device{Name: "gpu-" + string(rune('0'+i))})
+	}
+	return s
+}
+
+func gpuClaim(name string) *resourceapi.ResourceClaim {
+	return &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{
+			{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com", Count: 4}}}}}}
+}
+
+func withClaim(p *v1.Pod, claim string) *v1.Pod {
+	p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, v1.PodResourceClaim{Name: "gpus", ResourceClaimName: ptr.To(claim)})
+	return p
+}
+
+// touched is a copy of an object changed only where no policy fact lives.
+func touched[T interface{ GetResourceVersion() string }](obj T, change func(T)) T {
+	change(obj)
+	return obj
+}
+
+// An update that changes no fact the policy uses queues no record, and so crosses zero times;
+// one that does queues exactly its record and crosses once, at the next flush.
+func TestOnlyFactChangesCross(t *testing.T) {
+	nodes := append(rack("a", 1, 2), makeNode("cpu-0", 0, 4))
+	cd := boundTo(cdPod("cd", "p0"), "a-00")
+	plainOffClique := boundTo(makePod("batch", "", 4), "cpu-0")
+	draOffClique := withClaim(boundTo(makePod("dra", "", 0), "cpu-0"), "dra-gpus")
+	web := boundTo(makePod("web", "", 0), "a-01")
+	web.Spec.Containers[0].Resources = v1.ResourceRequirements{}
+	pendingDRA := withClaim(makePod("dra-pending", "", 0), "dra-gpus-2")
+	e := newEnv(t, "", nodes, []*unstructured.Unstructured{computeDomain("cd", "uid-cd", 2)},
+		channelTemplate("cd", "uid-cd"), cd, plainOffClique, draOffClique, web, pendingDRA,
+		gpuClaim("dra-gpus"), gpuClaim("dra-gpus-2"),
+		gpuSlice("a-00-gpu", "gpu.nvidia.com", "a-00", 4), gpuSlice("a-00-nic", "nic.example.com", "a-00", 2))
+	f := e.plugin.feed
+	e.apply() // flush what the informers delivered
+	if !f.podInView(ns, "p0") {
+		t.Fatal("the bound ComputeDomain pod must be in the view")
+	}
+	for _, name := range []string{"batch", "dra", "web", "dra-pending"} {
+		if f.podInView(ns, name) {
+			t.Fatalf("pod %s must not be in the view", name)
+		}
+	}
+
+	heartbeat := func(n *v1.Node) {
+		n.ResourceVersion = "2"
+		n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, LastHeartbeatTime: metav1.NewTime(time.Now())}}
+		n.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate}}
+		n.Annotations = map[string]string{"node.alpha.kubernetes.io/ttl": "0"}
+	}
+	condition := func(p *v1.Pod) {
+		p.ResourceVersion = "7"
+		p.Status.Conditions = append(p.Status.Conditions, v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: metav1.Now()})
+		p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
+	}
+	cases := []struct {
+		name   string
+		update any
+		want   uint64 // records queued
+	}{
+		{"ComputeDomain pod: a status condition", touched(cd.DeepCopy(), condition), 0},
+		{"tray: a heartbeat, managed fields, an annotation", touched(nodes[0].DeepCopy(), heartbeat), 0},
+		{"GPU pod on a node without a clique label", touched(plainOffClique.DeepCopy(), condition), 0},
+		{"DRA pod on a node without a clique label", touched(draOffClique.DeepCopy(), condition), 0},
+		{"CPU pod on a tray", touched(web.DeepCopy(), condition), 0},
+		{"pending DRA pod", touched(pendingDRA.DeepCopy(), condition), 0},
+		{"another driver's slice", touched(gpuSlice("a-00-nic", "nic.example.com", "a-00", 3), func(s *resourceapi.ResourceSlice) { s.ResourceVersion = "3" }), 0},
+		{"a claim reserved for a pod", touched(gpuClaim("dra-gpus"), func(c *resourceapi.ResourceClaim) {
+			c.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "dra", UID: "u"}}
+		}), 0},
+		{"ComputeDomain status", touched(computeDomain("cd", "uid-cd", 2), func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, "Ready", "status", "status")
+		}), 0},
+		// Controls: real changes cross, once each.
+		{"GPU slice: one more device", gpuSlice("a-00-gpu", "gpu.nvidia.com", "a-00", 3), 1},
+		{"tray cordoned", touched(nodes[1].DeepCopy(), func(n *v1.Node) { n.Spec.Unschedulable = true }), 1},
+		{"GPU pod bound to a tray", boundTo(makePod("gpu", "", 4), "a-01"), 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			queued, crossed := f.queuedRecords(), e.plugin.Cluster().Crossings()
+			feedObject(t, f, c.update)
+			if err := f.flush(); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.queuedRecords() - queued; got != c.want {
+				t.Fatalf("queued %d records, want %d", got, c.want)
+			}
+			if got := e.plugin.Cluster().Crossings() - crossed; got != min(c.want, 1) {
+				t.Fatalf("crossed %d times, want %d", got, min(c.want, 1))
+			}
+		})
+	}
+}
+
+// A GPU pod on a node enters the view when the node gains a clique label, and leaves it when the
+// label goes.
+func TestCliqueLabelReevaluatesThePodsOnANode(t *testing.T) {
+	bare := makeNode("n-0", 0, 4)
+	gpu := boundTo(makePod("gpu", "", 4), "n-0")
+	e := newEnv(t, "", []*v1.Node{bare}, nil, gpu)
+	f := e.plugin.feed
+	if f.podInView(ns, "gpu") {
+		t.Fatal("a GPU pod on a node without a clique label is not sent")
+	}
+	labelled := bare.DeepCopy()
+	labelled.Labels["nvidia.com/gpu.clique"] = clique(1)
+	queued := f.queuedRecords()
+	e.apply(labelled)
+	if !f.podInView(ns, "gpu") || f.queuedRecords()-queued != 2 {
+		t.Fatalf("labelling the node sends it and its GPU pod: in view %v, %d records", f.podInView(ns, "gpu"), f.queuedRecords()-queued)
+	}
+	queued = f.queuedRecords()
+	e.apply(bare.DeepCopy())
+	if f.podInView(ns, "gpu") || f.queuedRecords()-queued != 2 {
+		t.Fatalf("unlabelling the node removes its GPU pod: in view %v, %d records", f.podInView(ns, "gpu"), f.queuedRecords()-queued)
+	}
+	// A finished pod leaves the view.
+	e.apply(labelled)
+	done := gpu.DeepCopy()
+	done.Status.Phase = v1.PodSucceeded
+	e.apply(done)
+	if f.podInView(ns, "gpu") {
+		t.Fatal("a finished pod is not in the view")
+	}
+}
+
+// Through the real informers: a pod status update that changes no fact reaches the feed and
+// queues nothing (a pod created after it, on the same informer, proves it was handled).
+func TestAStatusUpdateThroughTheInformerQueuesNothing(t *testing.T) {
+	p0 := boundTo(cdPod("cd", "p0"), "a-00")
+	e := newEnv(t, "", rack("a", 1, 2), []*unstructured.Unstructured{computeDomain("cd", "uid-cd", 2)}, channelTemplate("cd", "uid-cd"), p0)
+	f := e.plugin.feed
+	e.apply()
+	queued, crossed := f.queuedRecords(), e.plugin.Cluster().Crossings()
+	updated := touched(p0.DeepCopy(), func(p *v1.Pod) {
+		p.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}
+	})
+	if _, err := e.client.CoreV1().Pods(ns).UpdateStatus(e.ctx, updated, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.client.CoreV1().Pods(ns).Create(e.ctx, boundTo(cdPod("cd", "p1"), "a-01"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return f.podInView(ns, "p1") })
+	if got := f.queuedRecords() - queued; got != 1 {
+		t.Fatalf("queued %d records, want 1 (p1's; the status update none)", got)
+	}
+	if got := e.plugin.Cluster().Crossings() - crossed; got != 0 {
+		t.Fatalf("crossed %d times before any flush, want 0", got)
+	}
+}
+
+// Records batch up until a flush; past flushRecords the handler applies them itself.
+func TestBatchesFlushWhenFull(t *testing.T) {
+	e := newEnv(t, "", nil, nil)
+	f := e.plugin.feed
+	crossed := e.plugin.Cluster().Crossings()
+	for i := 0; i < flushRecords-1; i++ {
+		f.upsertNode(makeNode("n-"+strconv.Itoa(i), 1, 4))
+	}
+	if got := e.plugin.Cluster().Crossings() - crossed; got != 0 {
+		t.Fatalf("%d records below the threshold crossed %d times", flushRecords-1, got)
+	}
+	f.upsertNode(makeNode("n-last", 1, 4))
+	if got := e.plugin.Cluster().Crossings() - crossed; got != 1 {
+		t.Fatalf("the %dth record must apply the batch in one call: %d crossings", flushRecords, got)
+	}
+}
