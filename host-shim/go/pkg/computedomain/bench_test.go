@@ -14,11 +14,12 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/queuesort"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
+	"k8s.io/utils/ptr"
 )
 
 // fleet is 5,004 trays in 278 cliques of 18, about 70% of them running domains of 1..18 pods,
-// plus a pending 8-pod domain and a pending plain GPU pod.
-func fleet(b *testing.B) (*env, *v1.Pod, *v1.Pod) {
+// plus a pending 8-pod domain, a pending plain GPU pod and a pending DRA GPU pod.
+func fleet(b *testing.B) (*env, *v1.Pod, *v1.Pod, *v1.Pod) {
 	var nodes []*v1.Node
 	var cds []*unstructured.Unstructured
 	var objs []runtime.Object
@@ -39,7 +40,8 @@ func fleet(b *testing.B) (*env, *v1.Pod, *v1.Pod) {
 	pending := cdPod("new", "new-0")
 	cds = append(cds, computeDomain("new", "uid-new", 8))
 	plain := makePod("plain", "", 4)
-	objs = append(objs, channelTemplate("new", "uid-new"), pending, plain)
+	dra := podWithClaim("dra", v1.PodResourceClaim{Name: "gpus", ResourceClaimTemplateName: ptr.To("one-gpu")}, "")
+	objs = append(objs, channelTemplate("new", "uid-new"), pending, plain, gpuTemplate("one-gpu"), dra)
 	e := newEnv(b, "", nodes, cds, objs...)
 	for _, o := range objs {
 		e.objects = append(e.objects, o)
@@ -50,7 +52,7 @@ func fleet(b *testing.B) (*env, *v1.Pod, *v1.Pod) {
 	for _, cd := range cds {
 		e.objects = append(e.objects, cd)
 	}
-	return e, pending, plain
+	return e, pending, plain, dra
 }
 
 // cycle runs PreFilter, Filter on every node it allows, PreScore and Score, as one scheduling
@@ -82,7 +84,7 @@ func cycle(b *testing.B, fh framework.Framework, e *env, infos []fwk.NodeInfo, p
 // BenchmarkSchedulingCycle5000Nodes: per-pod time inside the framework with the plugin, next to
 // the same framework without it, on the same 5,004-node snapshot.
 func BenchmarkSchedulingCycle5000Nodes(b *testing.B) {
-	e, pending, plain := fleet(b)
+	e, pending, plain, dra := fleet(b)
 	infos := tf.BuildNodeInfos(e.nodes)
 	bare, err := tf.NewFramework(e.ctx, []tf.RegisterPluginFunc{
 		tf.RegisterQueueSortPlugin(queuesort.Name, queuesort.New),
@@ -101,6 +103,13 @@ func BenchmarkSchedulingCycle5000Nodes(b *testing.B) {
 			cycle(b, e.fh, e, infos, pending)
 		}
 	})
+	// Each cycle a new question: the view changed since the last decision, so it is not reused.
+	b.Run("with-plugin/ComputeDomain-pod/decided-anew", func(b *testing.B) {
+		for b.Loop() {
+			e.plugin.feed.bump()
+			cycle(b, e.fh, e, infos, pending)
+		}
+	})
 	b.Run("policy-call-only/ComputeDomain-pod", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := e.plugin.Cluster().PreFilter(pending.Namespace, pending.Name, nil); err != nil {
@@ -113,6 +122,11 @@ func BenchmarkSchedulingCycle5000Nodes(b *testing.B) {
 	b.Run("with-plugin/plain-GPU-pod", func(b *testing.B) {
 		for b.Loop() {
 			cycle(b, e.fh, e, infos, plain)
+		}
+	})
+	b.Run("with-plugin/DRA-GPU-pod", func(b *testing.B) {
+		for b.Loop() {
+			cycle(b, e.fh, e, infos, dra)
 		}
 	})
 }
