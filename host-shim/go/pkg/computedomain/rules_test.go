@@ -34,7 +34,7 @@ func TestBestFitAcrossCliquesThroughTheFramework(t *testing.T) {
 		channelTemplate("cd", "uid-cd"), pods[0], pods[1], pods[2], pods[3])
 	r := e.schedule(pods[0])
 	wantCode(t, "prefilter", r.preFilter, fwk.Success, "")
-	// Both cliques fit (fewer than candidateCliques), so both are offered; never cpu-0.
+	// Both cliques fit (fewer than the policy's CANDIDATE_CLIQUES), so both are offered; never cpu-0.
 	if len(r.allowed) != 15 || slices.Contains(r.allowed, "cpu-0") {
 		t.Fatalf("PreFilterResult of a domain that has not started = %v; want the 15 trays of a and b", r.allowed)
 	}
