@@ -18,6 +18,7 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
@@ -237,7 +238,7 @@ pub fn load_args(path: &Path) -> Result<String, ExplainError> {
 /// Builds the cluster view: validates `args` (JSON, from `args_file` when given) and applies
 /// every object in order.
 pub fn build_cluster(
-    backend: Backend,
+    backend: Arc<dyn Backend>,
     args: &str,
     args_file: Option<&Path>,
     objects: &[SnapshotObject],
@@ -444,7 +445,7 @@ pub fn run(opts: &Options) -> Result<Report, ExplainError> {
         return Err(input(&guest, "no policy component here (build it with `make guest`, or pass --guest PATH)"));
     }
     let runtime = Runtime::from_file(&guest).map_err(ExplainError::Policy)?;
-    let cluster = build_cluster(Backend::Wasm(runtime), &args, opts.config.as_deref(), &objects)?;
+    let cluster = build_cluster(runtime, &args, opts.config.as_deref(), &objects)?;
     explain(&cluster, &objects, &opts.pod)
 }
 
@@ -589,17 +590,23 @@ mod tests {
     #[test]
     fn rejected_object_is_named_with_its_origin() {
         let objs = parse("apiVersion: v1\nkind: Node\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: x, namespace: default}\nspec: 5\n").unwrap();
-        let e = build_cluster(Backend::Native, "", None, &objs).unwrap_err();
+        let e = build_cluster(cdplace_testkit::native::backend(), "", None, &objs).unwrap_err();
         assert!(e.to_string().starts_with("snap.yaml: document 2 (Pod default/x): invalid type"), "{e}");
 
         let list = "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: c, namespace: d}}\n- apiVersion: resource.k8s.io/v1\n  kind: ResourceClaimTemplate\n  metadata: {name: t, namespace: d}\n  spec: {spec: {devices: {requests: [channel]}}}\n";
-        let e = build_cluster(Backend::Native, "", None, &parse(list).unwrap()).unwrap_err();
+        let e = build_cluster(cdplace_testkit::native::backend(), "", None, &parse(list).unwrap()).unwrap_err();
         assert!(e.to_string().starts_with("snap.yaml: item 2 (ResourceClaimTemplate d/t): invalid type"), "{e}");
     }
 
     #[test]
     fn invalid_args_keep_the_policy_text() {
-        let e = build_cluster(Backend::Native, r#"{"wholeTrays": "Off"}"#, Some(Path::new("a.yaml")), &[]).unwrap_err();
+        let e = build_cluster(
+            cdplace_testkit::native::backend(),
+            r#"{"wholeTrays": "Off"}"#,
+            Some(Path::new("a.yaml")),
+            &[],
+        )
+        .unwrap_err();
         assert_eq!(e.exit_code(), 2);
         assert!(e.to_string().starts_with("a.yaml: invalid plugin args: unknown field `wholeTrays`"), "{e}");
     }
@@ -607,7 +614,7 @@ mod tests {
     #[test]
     fn unknown_and_finished_pods() {
         let objs = parse("apiVersion: v1\nkind: Pod\nmetadata: {name: done, namespace: d}\nspec: {containers: [{name: c}]}\nstatus: {phase: Succeeded}\n").unwrap();
-        let cluster = build_cluster(Backend::Native, "", None, &objs).unwrap();
+        let cluster = build_cluster(cdplace_testkit::native::backend(), "", None, &objs).unwrap();
         let e = explain(&cluster, &objs, &PodRef::parse("d/done").unwrap()).unwrap_err();
         assert_eq!(e.to_string(), "pod d/done has finished (phase Succeeded); the scheduler never places it");
         let e = explain(&cluster, &objs, &PodRef::parse("d/nope").unwrap()).unwrap_err();

@@ -4,13 +4,16 @@
 //! informers), both as [`Record`]s through one path into the [`State`](crate::state); PreFilter
 //! runs on an instance of the [`Pool`](crate::pool).
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use crate::decision::{self, Decision};
+use crate::evaluator::Backend;
 use crate::extract::{self, Kind};
 use crate::facts::{self, Record};
 use crate::overlay::Overlay;
-use crate::pool::{Backend, Pool};
+use crate::pool::Pool;
 use crate::runtime::Limits;
 use crate::settings::Settings;
 use crate::{Error, Result};
@@ -23,10 +26,11 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// A cluster view evaluated by `backend` under `args` (the plugin arguments as JSON, every
-    /// field; empty for defaults). The policy validates them: invalid arguments fail here with
-    /// its exact message. Its instances run under the limits the arguments set.
-    pub fn new(backend: Backend, args: &str) -> Result<Self> {
+    /// A cluster view evaluated by `backend` (in production the component's [`crate::Runtime`])
+    /// under `args` (the plugin arguments as JSON, every field; empty for defaults). The policy
+    /// validates them: invalid arguments fail here with its exact message. Its instances run
+    /// under the limits the arguments set.
+    pub fn new(backend: Arc<dyn Backend>, args: &str) -> Result<Self> {
         let (pool, settings) = Pool::new(backend, args)?;
         Ok(Cluster { settings, pool })
     }

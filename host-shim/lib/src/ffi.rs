@@ -11,7 +11,6 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use crate::cluster::Cluster;
-use crate::pool::Backend;
 use crate::runtime::Runtime;
 use crate::{Error, overlay};
 
@@ -245,16 +244,13 @@ pub unsafe extern "C" fn cdplace_cluster_new(
 ) -> *mut cdplace_error_t {
     guard(|| {
         // SAFETY: per the contract above.
-        let backend = match unsafe { rt.as_ref() } {
-            Some(rt) => Backend::Wasm(rt.0.clone()),
-            None => return Err(bad_call("runtime is NULL")),
-        };
+        let Some(rt) = (unsafe { rt.as_ref() }) else { return Err(bad_call("runtime is NULL")) };
         // SAFETY: per the contract above.
         let args = unsafe { text(args, args_len, "args") }?;
         if out.is_null() {
             return Err(bad_call("out is NULL"));
         }
-        let c = Cluster::new(backend, args)?;
+        let c = Cluster::new(rt.0.clone(), args)?;
         // SAFETY: `out` is non-null and writable.
         unsafe { out.write(Box::into_raw(Box::new(cdplace_cluster_t(c)))) };
         Ok(())

@@ -5,7 +5,8 @@
 //! facts the Go adapter sends, decisions and their packed form, and the C ABI. The `cdplace` CLI
 //! (`host-shim/cli`) and the test kit (`host-shim/testkit`) build on it; it depends on neither.
 //!
-//! Modules: [`runtime`] (engine, limits, guest instances), [`cluster`] (the view's API),
+//! Modules: [`runtime`] (engine, limits, guest instances), [`evaluator`] (the policy backend
+//! as a trait, the WIT fact types), [`cluster`] (the view's API),
 //! `state` (per-object facts and the deltas they emit), `interner`, `pool` (instances and the
 //! journal), [`decision`] (decisions, the node set, `CDP2`), [`extract`] (Kubernetes objects to
 //! facts), [`facts`] (the packed batch `CDF1`), [`overlay`], [`settings`], `wire` (packed
@@ -17,6 +18,7 @@ pub mod cluster;
 mod convert;
 pub mod decision;
 pub mod error;
+pub mod evaluator;
 pub mod extract;
 pub mod facts;
 pub mod ffi;
@@ -32,9 +34,9 @@ pub use cdplace_policy::{Code, GpuDemand};
 pub use cluster::Cluster;
 pub use decision::{CANDIDATE_CLIQUES, Decision, Status};
 pub use error::{Error, Result};
+pub use evaluator::{Backend, Evaluator};
 pub use extract::{Kind, Object};
 pub use facts::Record;
 pub use overlay::Overlay;
-pub use pool::Backend;
 pub use runtime::{GuestInstance, Limits, Runtime};
 pub use settings::Settings;

@@ -4,15 +4,16 @@
 //! instance (no lock is held during a guest call) and every instance sees the same cluster. A
 //! new instance starts from a snapshot. When the interned strings have grown past a threshold,
 //! they are compacted: the journal restarts under a new generation and older instances are
-//! dropped.
+//! dropped. Instances come from the cluster's [`Backend`].
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use cdplace_policy::{self as policy, Delta, PreFilterResult};
+use cdplace_policy::PreFilterResult;
 
+use crate::evaluator::{Backend, Evaluator, wit::Delta};
 use crate::overlay::Overlay;
-use crate::runtime::{GuestInstance, Limits, Runtime};
+use crate::runtime::Limits;
 use crate::settings::Settings;
 use crate::state::State;
 use crate::{Error, Result};
@@ -24,68 +25,6 @@ const MAX_IDLE: usize = 16;
 /// Interned strings are never freed one by one (pods come and go with new names); once the table
 /// passes this size and twice its live size, it is rebuilt with only the live strings.
 const MIN_COMPACTION: usize = 50_000;
-
-/// A policy instance: the wasm component, or the same policy compiled natively (benchmarks and
-/// parity tests).
-#[derive(Debug)]
-pub(crate) enum Instance {
-    Wasm(GuestInstance),
-    Native(Box<policy::View>),
-}
-
-impl Instance {
-    fn configure(&mut self, args: &str) -> Result<Settings> {
-        match self {
-            Instance::Wasm(g) => g.configure(args),
-            Instance::Native(v) => {
-                let a = policy::Args::parse(args).map_err(|e| match e {
-                    policy::Error::InvalidArgs(m) => Error::InvalidArgs(m),
-                    policy::Error::InvalidInput(m) => Error::InvalidInput(m),
-                })?;
-                let settings = Settings::from(&a);
-                v.set_args(a);
-                Ok(settings)
-            }
-        }
-    }
-
-    fn apply(&mut self, deltas: &[Delta]) -> Result<()> {
-        match self {
-            Instance::Wasm(g) => g.apply(deltas),
-            Instance::Native(v) => v.apply(deltas.iter().cloned()).map_err(|e| Error::InvalidInput(e.to_string())),
-        }
-    }
-
-    fn pre_filter(
-        &mut self,
-        pod: policy::StrId,
-        overlay: &[policy::OverlayOp],
-        now_ms: i64,
-    ) -> Result<PreFilterResult> {
-        match self {
-            Instance::Wasm(g) => g.pre_filter(pod, overlay, now_ms),
-            Instance::Native(v) => Ok(v.pre_filter(pod, overlay, now_ms)),
-        }
-    }
-}
-
-/// Which policy build a [`crate::Cluster`] runs.
-#[derive(Debug, Clone)]
-pub enum Backend {
-    /// The WebAssembly component (production).
-    Wasm(std::sync::Arc<Runtime>),
-    /// The same policy compiled into this process (for comparison).
-    Native,
-}
-
-impl Backend {
-    fn instance(&self, limits: Limits) -> Result<Instance> {
-        Ok(match self {
-            Backend::Wasm(rt) => Instance::Wasm(rt.instantiate(limits)?),
-            Backend::Native => Instance::Native(Box::default()),
-        })
-    }
-}
 
 /// The state and the journal of its changes, under one lock.
 #[derive(Debug)]
@@ -159,7 +98,7 @@ impl Shared {
 /// An instance checked out of the pool, with its journal position and generation.
 #[derive(Debug)]
 struct Lease {
-    instance: Instance,
+    instance: Box<dyn Evaluator>,
     pos: u64,
     generation: u64,
 }
@@ -167,7 +106,7 @@ struct Lease {
 /// The instances of one cluster and the state they mirror.
 #[derive(Debug)]
 pub(crate) struct Pool {
-    backend: Backend,
+    backend: Arc<dyn Backend>,
     args: String,
     limits: Limits,
     shared: Mutex<Shared>,
@@ -177,8 +116,8 @@ pub(crate) struct Pool {
 impl Pool {
     /// A pool for `args`, whose instances run under the limits of the settings they validate to;
     /// returns the settings too. Invalid arguments fail here.
-    pub fn new(backend: Backend, args: &str) -> Result<(Pool, Settings)> {
-        let mut first = backend.instance(Limits::default())?;
+    pub fn new(backend: Arc<dyn Backend>, args: &str) -> Result<(Pool, Settings)> {
+        let mut first = backend.clone().evaluator(Limits::default())?;
         let settings = first.configure(args)?;
         let limits = settings.limits();
         let shared = Shared {
@@ -232,7 +171,7 @@ impl Pool {
     }
 
     fn fresh(&self) -> Result<Lease> {
-        let mut instance = self.backend.instance(self.limits)?;
+        let mut instance = self.backend.clone().evaluator(self.limits)?;
         instance.configure(&self.args)?;
         let (snapshot, pos, generation) = {
             let mut sh = self.shared();

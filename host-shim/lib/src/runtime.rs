@@ -15,6 +15,7 @@ use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap};
 
 use crate::bindings::{Policy, PolicyPre};
 use crate::convert;
+use crate::evaluator::wit;
 use crate::settings::Settings;
 use crate::{Error, Result};
 
@@ -208,14 +209,13 @@ impl GuestInstance {
         }
     }
 
-    /// Applies deltas.
-    pub fn apply(&mut self, deltas: &[cdplace_policy::Delta]) -> Result<()> {
+    /// Applies deltas (in the WIT shape, as the journal holds them).
+    pub fn apply(&mut self, deltas: &[wit::Delta]) -> Result<()> {
         if deltas.is_empty() {
             return Ok(());
         }
-        let deltas: Vec<_> = deltas.iter().map(convert::delta).collect();
         self.arm();
-        match self.policy.call_apply(&mut self.store, &deltas) {
+        match self.policy.call_apply(&mut self.store, deltas) {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(convert::policy_error(e)),
             Err(e) => Err(self.fail(e)),

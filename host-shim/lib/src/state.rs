@@ -1,7 +1,8 @@
 //! The host's facts about every object it was given, and the deltas each change emits. Objects
 //! arrive as [`Record`]s (from JSON through `extract`, or decoded from a packed batch: one
-//! path); the state keeps the current fact of each and writes the [`Delta`]s that bring a guest
-//! from the previous state to the new one, strings first.
+//! path); the state keeps the current fact of each and writes the deltas that bring a guest
+//! from the previous state to the new one, strings first, in the WIT shape the guest takes
+//! (converted once, here).
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -9,6 +10,8 @@ use cdplace_policy::{
     ClaimFact, ClaimRef, Delta, DomainFact, NodeFact, OverlayOp, OwnerFact, Placement, PodFact, StrId, TemplateFact,
 };
 
+use crate::convert;
+use crate::evaluator::wit;
 use crate::extract::{Kind, Object};
 use crate::facts::Record;
 use crate::interner::Interner;
@@ -67,16 +70,16 @@ pub(crate) struct State {
 
 impl State {
     /// Journals the strings interned since the last flush.
-    pub fn flush(&mut self, out: &mut Vec<Delta>) {
+    pub fn flush(&mut self, out: &mut Vec<wit::Delta>) {
         let fresh = self.interner.take_fresh();
         if !fresh.is_empty() {
-            out.push(Delta::Strings(fresh));
+            out.push(wit::Delta::Strings(fresh));
         }
     }
 
-    fn emit(&mut self, out: &mut Vec<Delta>, d: Delta) {
+    fn emit(&mut self, out: &mut Vec<wit::Delta>, d: Delta) {
         self.flush(out);
-        out.push(d);
+        out.push(convert::delta(&d));
     }
 
     fn node_fact(&mut self, name: &str) -> Option<NodeFact> {
@@ -91,14 +94,14 @@ impl State {
         })
     }
 
-    fn emit_node(&mut self, out: &mut Vec<Delta>, name: &str) {
+    fn emit_node(&mut self, out: &mut Vec<wit::Delta>, name: &str) {
         if let Some(f) = self.node_fact(name) {
             self.emit(out, Delta::UpsertNode(f));
         }
     }
 
     /// Recomputes a pod's placement from its state and journals its fact.
-    fn emit_pod(&mut self, out: &mut Vec<Delta>, k: &Key) {
+    fn emit_pod(&mut self, out: &mut Vec<wit::Delta>, k: &Key) {
         let Some(p) = self.pods.get(k) else { return };
         let (placement, node) = match (&p.node_name, &p.assumed, &p.nominated) {
             (Some(n), _, _) => (Placement::Bound, Some(n.clone())),
@@ -115,14 +118,14 @@ impl State {
     }
 
     /// Applies one record, writing the deltas it causes to `out`.
-    pub fn apply(&mut self, out: &mut Vec<Delta>, record: Record) {
+    pub fn apply(&mut self, out: &mut Vec<wit::Delta>, record: Record) {
         match record {
             Record::Upsert(o) => self.upsert(out, o),
             Record::Remove { kind, namespace, name } => self.remove(out, kind, &namespace, &name),
         }
     }
 
-    fn upsert(&mut self, out: &mut Vec<Delta>, obj: Object) {
+    fn upsert(&mut self, out: &mut Vec<wit::Delta>, obj: Object) {
         match obj {
             Object::Node { name, clique_label, domain_label, unschedulable, gpus } => {
                 if let Some(old) = self.nodes.get(&name).and_then(|n| n.clique_label.clone())
@@ -257,7 +260,7 @@ impl State {
         }
     }
 
-    fn remove(&mut self, out: &mut Vec<Delta>, kind: Kind, namespace: &str, name: &str) {
+    fn remove(&mut self, out: &mut Vec<wit::Delta>, kind: Kind, namespace: &str, name: &str) {
         let k = key(namespace, name);
         match kind {
             Kind::Node => {
@@ -302,7 +305,7 @@ impl State {
     }
 
     /// Marks a pod assumed on a node (Reserve); false when the pod is not in the view.
-    pub fn assume(&mut self, out: &mut Vec<Delta>, namespace: &str, name: &str, node: &str) -> bool {
+    pub fn assume(&mut self, out: &mut Vec<wit::Delta>, namespace: &str, name: &str, node: &str) -> bool {
         let k = key(namespace, name);
         let Some(p) = self.pods.get_mut(&k) else { return false };
         p.assumed = Some(node.to_string());
@@ -311,7 +314,7 @@ impl State {
     }
 
     /// Forgets an assumption (Unreserve).
-    pub fn forget(&mut self, out: &mut Vec<Delta>, namespace: &str, name: &str) {
+    pub fn forget(&mut self, out: &mut Vec<wit::Delta>, namespace: &str, name: &str) {
         let k = key(namespace, name);
         if let Some(p) = self.pods.get_mut(&k)
             && p.assumed.take().is_some()
@@ -409,16 +412,17 @@ impl State {
 
     /// Every current fact as deltas after a reset, for a new instance. Strings interned but not
     /// flushed yet stay fresh: instances behind in the journal still need them journaled.
-    pub fn snapshot(&mut self) -> Vec<Delta> {
+    pub fn snapshot(&mut self) -> Vec<wit::Delta> {
         let names: Vec<String> = self.nodes.keys().cloned().collect();
         let nodes: Vec<NodeFact> = names.iter().filter_map(|n| self.node_fact(n)).collect();
-        let mut out = vec![Delta::Reset, Delta::Strings(self.interner.all())];
-        out.extend(self.claims.values().cloned().map(Delta::UpsertClaim));
-        out.extend(self.templates.values().cloned().map(Delta::UpsertTemplate));
-        out.extend(self.domains.values().cloned().map(Delta::UpsertDomain));
-        out.extend(self.owners.values().cloned().map(Delta::UpsertOwner));
-        out.extend(nodes.into_iter().map(Delta::UpsertNode));
-        out.extend(self.pods.values().map(|p| Delta::UpsertPod(p.fact.clone())));
+        let mut out = vec![wit::Delta::Reset, wit::Delta::Strings(self.interner.all())];
+        let facts = (self.claims.values().cloned().map(Delta::UpsertClaim))
+            .chain(self.templates.values().cloned().map(Delta::UpsertTemplate))
+            .chain(self.domains.values().cloned().map(Delta::UpsertDomain))
+            .chain(self.owners.values().cloned().map(Delta::UpsertOwner))
+            .chain(nodes.into_iter().map(Delta::UpsertNode))
+            .chain(self.pods.values().map(|p| Delta::UpsertPod(p.fact.clone())));
+        out.extend(facts.map(|d| convert::delta(&d)));
         out
     }
 }

@@ -1,7 +1,7 @@
 //! Pods come and go with new names; the interned strings must not grow without bound, and
 //! decisions must not change when the table is rebuilt under running instances.
 
-use cdplace_host::{Backend, Cluster, Code, Kind};
+use cdplace_host::{Cluster, Code, Kind};
 use cdplace_testkit::builders::*;
 
 #[test]
@@ -33,7 +33,7 @@ fn churn_keeps_the_string_table_bounded_and_decisions_exact() {
     assert_eq!(t.decide("ns", "p0"), baseline);
 
     // A fresh cluster fed the same objects agrees too.
-    let fresh = Cluster::new(Backend::Wasm(runtime()), "").unwrap();
+    let fresh = Cluster::new(runtime(), "").unwrap();
     for o in &objs {
         fresh.apply(o).unwrap();
     }

@@ -5,13 +5,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cdplace_host::{Backend, Cluster, Code, Error, Limits};
+use cdplace_host::{Cluster, Code, Error, Limits};
 use cdplace_testkit::builders::*;
 
 /// A cluster on the faulty component; `args` name the fault and may set the limits, as plugin
 /// arguments do.
 fn faulty_cluster(args: &str) -> Cluster {
-    let c = Cluster::new(Backend::Wasm(faulty_runtime()), args).expect("cluster");
+    let c = Cluster::new(faulty_runtime(), args).expect("cluster");
     for ns in ["fault", "ok"] {
         assert!(c.apply(&pod(ns, "p", None, 0)).unwrap());
     }
@@ -80,7 +80,7 @@ fn parallel_callers_each_get_an_instance_and_see_updates() {
     for i in 0..8 {
         objs.push(cd_pod("ns", "cd", &format!("p{i}")));
     }
-    let wasm = Arc::new(Cluster::new(Backend::Wasm(runtime()), "").unwrap());
+    let wasm = Arc::new(Cluster::new(runtime(), "").unwrap());
     for o in &objs {
         wasm.apply(o).unwrap();
     }
@@ -110,7 +110,7 @@ fn parallel_callers_each_get_an_instance_and_see_updates() {
     for r in readers {
         r.join().unwrap();
     }
-    let native = Cluster::new(Backend::Native, "").unwrap();
+    let native = Cluster::new(cdplace_testkit::native::backend(), "").unwrap();
     for o in &objs {
         native.apply(o).unwrap();
     }

@@ -3,7 +3,7 @@
 //! the `Decision` says, node set included; the packed overlay acts as the typed one.
 
 use cdplace_host::facts::{self, Record};
-use cdplace_host::{Backend, CANDIDATE_CLIQUES, Cluster, Code, Decision, Kind, Object, Overlay, overlay};
+use cdplace_host::{CANDIDATE_CLIQUES, Cluster, Code, Decision, Kind, Object, Overlay, overlay};
 use cdplace_testkit::builders::*;
 use cdplace_testkit::packed::{decode_decision, facts_of};
 use serde_json::{Value, json};
@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 const NS: &str = "team-a";
 
 fn wasm() -> Cluster {
-    Cluster::new(Backend::Wasm(runtime()), "").expect("cluster")
+    Cluster::new(runtime(), "").expect("cluster")
 }
 
 /// Both forms of the decision for a pod; they must agree.

@@ -9,8 +9,8 @@
 //!   `View::pre_filter` against `GuestInstance::pre_filter`;
 //! - one `Delta::UpsertPod` that binds a pod (and one that unbinds it), applied to each;
 //! - loading every fact into a fresh view / a fresh instance;
-//! - `Cluster::pre_filter` end to end (JSON objects in, `Decision` out) with `Backend::Native`
-//!   against `Backend::Wasm`.
+//! - `Cluster::pre_filter` end to end (JSON objects in, `Decision` out) on the test kit's native
+//!   backend against the component's.
 //!
 //! Before timing, every case checks that both builds give the same answer, and panics if not.
 //!
@@ -28,7 +28,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use cdplace_host::{Backend, Cluster, Code, GuestInstance, Limits, Runtime};
+use cdplace_host::evaluator::wit;
+use cdplace_host::{Cluster, Code, GuestInstance, Limits, Runtime};
 use cdplace_policy::{
     Args, ClaimRef, Delta, DomainFact, GpuDemand, NodeFact, Placement, PodFact, PreFilterResult, StrId, TemplateFact,
     View,
@@ -604,7 +605,8 @@ impl Shape {
     }
 }
 
-fn guest(rt: &Arc<Runtime>, deltas: &[Delta]) -> anyhow::Result<GuestInstance> {
+/// An instance loaded with `deltas` (in the WIT shape, as the host's journal holds them).
+fn guest(rt: &Arc<Runtime>, deltas: &[wit::Delta]) -> anyhow::Result<GuestInstance> {
     let mut g = rt.instantiate(Limits::default())?;
     g.configure("")?;
     g.apply(deltas)?;
@@ -668,8 +670,11 @@ fn bench_size(
         },
     );
 
+    // The host converts each change to the WIT shape once, when it journals it: not timed here.
+    let wit_deltas: Vec<wit::Delta> = f.deltas.iter().map(wit::from_policy).collect();
+    let (wit_bind, wit_unbind) = (wit::from_policy(&f.bind), wit::from_policy(&f.unbind));
     let mut view = native(&f.deltas)?;
-    let mut g = guest(rt, &f.deltas)?;
+    let mut g = guest(rt, &wit_deltas)?;
 
     // Same answers, and the answers the scenario is built for.
     let cases = [
@@ -684,12 +689,12 @@ fn bench_size(
     }
     let before = check_same("new CD before bind", &mut view, &mut g, f.new_pod)?;
     view.apply([f.bind.clone()]).map_err(|e| anyhow::anyhow!("{e}"))?;
-    g.apply(std::slice::from_ref(&f.bind))?;
+    g.apply(std::slice::from_ref(&wit_bind))?;
     let bound = check_same("new CD after bind", &mut view, &mut g, f.new_pod)?;
     expect_code("new CD after bind", &bound, Code::Success, true);
     check_same("running CD after bind", &mut view, &mut g, f.running_pod)?;
     view.apply([f.unbind.clone()]).map_err(|e| anyhow::anyhow!("{e}"))?;
-    g.apply(std::slice::from_ref(&f.unbind))?;
+    g.apply(std::slice::from_ref(&wit_unbind))?;
     let after = check_same("new CD after unbind", &mut view, &mut g, f.new_pod)?;
     assert_eq!(before, after, "binding and unbinding a pod does not restore the view");
 
@@ -710,6 +715,7 @@ fn bench_size(
     // 2. One UpsertPod: bind then unbind (a pair per iteration keeps the view unchanged).
     const UPDATE: &str = "apply 1 UpsertPod (bind/unbind)";
     let (bind, unbind) = (&f.bind, &f.unbind);
+    let (wbind, wunbind) = (&wit_bind, &wit_unbind);
     if cfg.wants(UPDATE) {
         let (n, w) = pair(
             cfg,
@@ -718,8 +724,8 @@ fn bench_size(
                 view.apply([unbind.clone()]).expect("native unbind");
             },
             &mut || {
-                g.apply(std::slice::from_ref(bind)).expect("guest bind");
-                g.apply(std::slice::from_ref(unbind)).expect("guest unbind");
+                g.apply(std::slice::from_ref(wbind)).expect("guest bind");
+                g.apply(std::slice::from_ref(wunbind)).expect("guest unbind");
             },
         );
         let half = |s: Stat| Stat { median: s.median / 2.0, min: s.min / 2.0, max: s.max / 2.0 };
@@ -731,7 +737,7 @@ fn bench_size(
 
     // Loading every fact into a fresh view / fresh instance (what a new pool instance costs).
     const LOAD: &str = "load all facts (fresh)";
-    let deltas = &f.deltas;
+    let (deltas, wdeltas) = (&f.deltas, &wit_deltas);
     if cfg.wants(LOAD) {
         let (n, w) = pair_once(
             cfg,
@@ -739,7 +745,7 @@ fn bench_size(
                 black_box(native(deltas).expect("native load"));
             },
             &mut || {
-                black_box(guest(rt, deltas).expect("guest load"));
+                black_box(guest(rt, wdeltas).expect("guest load"));
             },
         );
         rows.push(Row { case: LOAD, trays, native: n, wasm: w });
@@ -753,8 +759,8 @@ fn bench_size(
         return Ok(());
     }
     let objects = m.objects();
-    let cn = Cluster::new(Backend::Native, "")?;
-    let cw = Cluster::new(Backend::Wasm(rt.clone()), "")?;
+    let cn = Cluster::new(cdplace_testkit::native::backend(), "")?;
+    let cw = Cluster::new(rt.clone(), "")?;
     for o in &objects {
         for c in [&cn, &cw] {
             if !c.apply(o)? {

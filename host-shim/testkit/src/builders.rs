@@ -28,6 +28,11 @@ pub fn runtime() -> Arc<Runtime> {
     RT.get_or_init(|| Runtime::from_file(&wasm_path("cdplace_guest.wasm")).expect("load guest")).clone()
 }
 
+/// Both backends, native first: the policy compiled natively and the component.
+pub fn backends() -> [Arc<dyn Backend>; 2] {
+    [crate::native::backend(), runtime()]
+}
+
 /// The test-only component that traps, loops or exhausts memory (its arguments say which, and
 /// the limits: see `guest/faulty`), compiled once per test binary.
 pub fn faulty_runtime() -> Arc<Runtime> {
@@ -188,8 +193,8 @@ impl Twin {
 
     pub fn with_args(args: &str, objects: &[Value]) -> Self {
         let t = Twin {
-            native: Cluster::new(Backend::Native, args).expect("native cluster"),
-            wasm: Cluster::new(Backend::Wasm(runtime()), args).expect("wasm cluster"),
+            native: Cluster::new(crate::native::backend(), args).expect("native cluster"),
+            wasm: Cluster::new(runtime(), args).expect("wasm cluster"),
         };
         t.apply(objects);
         t

@@ -1,0 +1,66 @@
+//! The policy backend as a trait: an [`Evaluator`] is one policy instance (configure, apply
+//! deltas, PreFilter), a [`Backend`] makes them for a cluster under its [`Limits`]. The
+//! production backend is the WebAssembly component ([`Runtime`] making [`GuestInstance`]s); the
+//! test kit implements the same traits with the policy compiled natively, to compare the two.
+//!
+//! Deltas cross in the shape the guest takes ([`wit::Delta`]): the host converts each change
+//! once, when it is journaled, not per instance per call.
+
+use std::sync::Arc;
+
+use cdplace_policy::{OverlayOp, PreFilterResult, StrId};
+
+use crate::Result;
+use crate::runtime::{GuestInstance, Limits, Runtime};
+use crate::settings::Settings;
+
+/// The fact types of `wit/cdplace.wit`, as the journal holds them and the guest takes them.
+pub mod wit {
+    pub use crate::bindings::wfacts::{
+        ClaimFact, ClaimRef, Delta, DomainFact, GpuDemand, NodeFact, OwnerFact, Placement, PodFact, TemplateFact,
+    };
+
+    /// A policy delta in the WIT shape.
+    pub fn from_policy(d: &cdplace_policy::Delta) -> Delta {
+        crate::convert::delta(d)
+    }
+}
+
+/// One policy instance, used by one caller at a time. After an error from a call, the host
+/// drops it.
+pub trait Evaluator: Send + std::fmt::Debug {
+    /// Validates the plugin arguments (JSON, every field) and makes them current.
+    fn configure(&mut self, args: &str) -> Result<Settings>;
+    /// Applies changes to the instance's view, in order.
+    fn apply(&mut self, deltas: &[wit::Delta]) -> Result<()>;
+    /// Decides where the pod with this key may go, as if `overlay` were applied, at the host's
+    /// time `now_ms` (Unix milliseconds).
+    fn pre_filter(&mut self, pod: StrId, overlay: &[OverlayOp], now_ms: i64) -> Result<PreFilterResult>;
+}
+
+/// Makes the evaluators of a cluster.
+pub trait Backend: Send + Sync + std::fmt::Debug {
+    /// A fresh evaluator whose calls run under `limits`.
+    fn evaluator(self: Arc<Self>, limits: Limits) -> Result<Box<dyn Evaluator>>;
+}
+
+impl Evaluator for GuestInstance {
+    fn configure(&mut self, args: &str) -> Result<Settings> {
+        GuestInstance::configure(self, args)
+    }
+
+    fn apply(&mut self, deltas: &[wit::Delta]) -> Result<()> {
+        GuestInstance::apply(self, deltas)
+    }
+
+    fn pre_filter(&mut self, pod: StrId, overlay: &[OverlayOp], now_ms: i64) -> Result<PreFilterResult> {
+        GuestInstance::pre_filter(self, pod, overlay, now_ms)
+    }
+}
+
+/// The component: each evaluator is a new instance.
+impl Backend for Runtime {
+    fn evaluator(self: Arc<Self>, limits: Limits) -> Result<Box<dyn Evaluator>> {
+        Ok(Box::new(self.instantiate(limits)?))
+    }
+}
