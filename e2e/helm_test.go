@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
@@ -538,6 +539,16 @@ func testChartPlaces(t *testing.T, bin, mode string) {
 	}
 	if !cs.sched.Running() {
 		t.Fatalf("the chart's scheduler exited; log: %s", cs.sched.LogPath())
+	}
+	// The process fits the container's memory limit (baseMiB + guestInstances x guestMemoryLimitMiB).
+	limit := nestedStr(chartContainer(t, cs.objs), "resources", "limits", "memory")
+	rss, err := cs.sched.RSSBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: scheduler RSS %d MiB after placing the domain (container limit %s)", mode, rss>>20, limit)
+	if lim, err := resource.ParseQuantity(limit); err != nil || rss >= lim.Value() {
+		t.Errorf("scheduler RSS %d MiB; want below the chart's memory limit %s (%v)", rss>>20, limit, err)
 	}
 	// Every rule the scheduler used was granted: the API server refused it nothing.
 	if f := cs.forbidden(t); len(f) > 0 {

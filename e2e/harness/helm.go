@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -170,4 +171,23 @@ func (cp *ControlPlane) StartSchedulerWithArgs(ctx context.Context, name string,
 		time.Sleep(200 * time.Millisecond)
 	}
 	return nil, fmt.Errorf("%s not healthy after 60s; log: %s", s.Name, p.LogPath)
+}
+
+// RSSBytes is the scheduler process's resident set size (VmRSS in /proc/<pid>/status): what a
+// container memory limit is measured against.
+func (s *Scheduler) RSSBytes() (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.proc.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kib, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("VmRSS %q: %w", rest, err)
+			}
+			return kib << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", s.proc.cmd.Process.Pid)
 }
