@@ -14,6 +14,13 @@ use crate::cluster::Cluster;
 use crate::runtime::Runtime;
 use crate::{Error, overlay};
 
+// The C ABI hands both to many threads at once.
+const _: () = {
+    const fn shared<T: Send + Sync>() {}
+    shared::<Runtime>();
+    shared::<Cluster>();
+};
+
 /// An error with a kind and a message.
 #[derive(Debug)]
 pub struct cdplace_error_t {

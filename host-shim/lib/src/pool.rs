@@ -46,9 +46,15 @@ impl Shared {
         self.base + self.journal.len() as u64
     }
 
-    /// Runs a change of the state and journals the deltas it emits.
+    /// Runs a change of the state and journals the deltas it emits (none when no instance is
+    /// there to need them: a new one starts from a snapshot).
     pub fn change<R>(&mut self, f: impl FnOnce(&mut State, &mut Vec<Delta>) -> R) -> R {
-        f(&mut self.state, &mut self.journal)
+        let r = f(&mut self.state, &mut self.journal);
+        if self.positions.is_empty() {
+            self.base = self.end();
+            self.journal.clear();
+        }
+        r
     }
 
     /// Registers an instance at the end of the journal (strings flushed first).
@@ -251,7 +257,7 @@ impl Pool {
             let r = match lease.instance.pre_filter(pod, &ops, now_ms()) {
                 Ok(r) => r,
                 Err(e) => {
-                    tracing::warn!(error = %e, pod = %format!("{namespace}/{name}"), "policy call failed; instance discarded");
+                    tracing::warn!(error = %crate::error::chain(&e), pod = %format!("{namespace}/{name}"), "policy call failed; instance discarded");
                     self.shared().release(lease.pos, lease.generation);
                     return Err(e);
                 }

@@ -116,3 +116,23 @@ fn parallel_callers_each_get_an_instance_and_see_updates() {
     }
     assert_eq!(wasm.pre_filter("ns", "p0", &[]).unwrap(), native.pre_filter("ns", "p0", &[]).unwrap());
 }
+
+/// The limits come from the plugin arguments, validated by the component, per cluster: two
+/// clusters of one runtime run under different limits.
+#[test]
+fn limits_are_per_cluster_from_the_arguments() {
+    let slow = Cluster::new(runtime(), r#"{"guestCallTimeout": "3s", "guestMemoryLimitMiB": 256}"#).unwrap();
+    assert_eq!(slow.limits(), Limits { memory_bytes: 256 << 20, deadline: Duration::from_secs(3) });
+    assert_eq!((slow.settings().call_timeout_ms, slow.settings().memory_limit_mib), (3_000, 256));
+    let default = Cluster::new(runtime(), "").unwrap();
+    assert_eq!(default.limits(), Limits::default());
+    assert_eq!(Limits::default(), Limits { memory_bytes: 512 << 20, deadline: Duration::from_secs(2) });
+    // Both serve decisions.
+    for c in [&slow, &default] {
+        assert!(c.apply(&pod("ns", "p", None, 4)).unwrap());
+        assert_eq!(c.pre_filter("ns", "p", &[]).unwrap().status.code, Code::Skip);
+    }
+    let e = Cluster::new(runtime(), r#"{"guestMemoryLimitMiB": 8}"#).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgs(_)), "{e:?}");
+    assert!(e.to_string().starts_with("invalid plugin args: guestMemoryLimitMiB: Invalid value: \"8\""), "{e}");
+}
