@@ -68,6 +68,12 @@ type feed struct {
 	podsByNode     map[string]map[nsName]struct{}
 	podsByClaim    map[nsName]map[nsName]struct{}
 	podsByTemplate map[nsName]map[nsName]struct{}
+	// owners resolves pods to the workload whose size counts (nil: no owner is sent);
+	// podsByOwner files the pods of the view under the owner key they name (feed_owners.go).
+	owners      ownerSource
+	podsByOwner map[string]map[nsName]struct{}
+	// activate moves pending pods back to the scheduler's active queue (nil in tests).
+	activate func(pods []nsName)
 
 	// listers answer for claims and templates the handlers have not delivered yet.
 	listers listers
@@ -89,6 +95,7 @@ func newFeed(logger klog.Logger, cluster *cdplace.Cluster, keys facts.Keys) *fee
 		podsByNode:      map[string]map[nsName]struct{}{},
 		podsByClaim:     map[nsName]map[nsName]struct{}{},
 		podsByTemplate:  map[nsName]map[nsName]struct{}{},
+		podsByOwner:     map[string]map[nsName]struct{}{},
 		synced:          func() bool { return true },
 	}
 }

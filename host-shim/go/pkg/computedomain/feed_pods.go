@@ -26,6 +26,8 @@ type podEntry struct {
 	pinned bool
 	// assumed: Reserve counted it on a node.
 	assumed bool
+	// ownerKey is the owner key it is filed under in podsByOwner ("" while not in the view).
+	ownerKey string
 }
 
 func podKey(k nsName) objKey {
@@ -43,7 +45,7 @@ func (f *feed) upsertPod(p *v1.Pod) {
 		f.flushIfFull()
 		return
 	}
-	fact, err := facts.PodOf(p, f.keys)
+	fact, err := f.podFactOf(p)
 	f.mu.Lock()
 	if err != nil {
 		f.untrackLocked(key)
@@ -102,6 +104,7 @@ func (f *feed) trackLocked(key nsName, fact facts.Pod) *podEntry {
 func (f *feed) untrackLocked(key nsName) {
 	if e := f.pods[key]; e != nil {
 		f.unindexLocked(key, e)
+		f.linkOwnerLocked(key, e, "")
 		delete(f.pods, key)
 	}
 }
@@ -152,11 +155,18 @@ func (f *feed) relevantLocked(e *podEntry) bool {
 // syncPodLocked sends the pod's record if it is relevant and changed, or removes it.
 func (f *feed) syncPodLocked(e *podEntry) {
 	key := objKey{kind: cdplace.KindPod, namespace: e.fact.Namespace, name: e.fact.Name}
+	pod := nsName{e.fact.Namespace, e.fact.Name}
 	if f.relevantLocked(e) {
 		f.scratch = cdplace.AppendPod(f.scratch[:0], &e.fact)
 		f.putLocked(key, f.scratch)
+		owner := ""
+		if e.fact.Owner != nil {
+			owner = *e.fact.Owner
+		}
+		f.linkOwnerLocked(pod, e, owner)
 	} else {
 		f.removeLocked(key)
+		f.linkOwnerLocked(pod, e, "")
 	}
 }
 
@@ -184,7 +194,7 @@ func (f *feed) ensurePod(p *v1.Pod) error {
 	var fact facts.Pod
 	if e == nil {
 		var err error
-		if fact, err = facts.PodOf(p, f.keys); err != nil {
+		if fact, err = f.podFactOf(p); err != nil {
 			return err
 		}
 	}
@@ -220,7 +230,7 @@ func (f *feed) placeable(p *v1.Pod, node string, assume bool) (bool, error) {
 	var fact facts.Pod
 	if e == nil {
 		var err error
-		if fact, err = facts.PodOf(p, f.keys); err != nil {
+		if fact, err = f.podFactOf(p); err != nil {
 			return false, err
 		}
 	}

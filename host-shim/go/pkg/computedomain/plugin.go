@@ -50,6 +50,7 @@ type Plugin struct {
 	feed    *feed
 	crd     *crdWatch
 	reuse   *decisions
+	settle  settling
 	// domainEvents: the ComputeDomain API was served at start, so its events are registered
 	// (registering them otherwise would hold the scheduler's start on an informer that never
 	// syncs).
@@ -142,6 +143,9 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, err
 	}
+	if err := startWorkloads(ctx, h, f, in.dyn); err != nil {
+		return nil, err
+	}
 	p := &Plugin{handle: h, cluster: cluster, keys: settings.Keys, feed: f, reuse: newDecisions(func() time.Time { return timeNow() })}
 	p.crd = &crdWatch{logger: logger, start: in.startDomains, now: func() time.Time { return timeNow() }}
 	if cs := h.ClientSet(); cs != nil {
@@ -194,6 +198,7 @@ func (p *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, 
 	cs.Write(stateKey, &state{decision: d})
 	if st := statusOf(d.Status); st != nil {
 		logger.V(5).Info("ComputeDomainPlacement rejected pod", "pod", klog.KObj(pod), "reason", d.Status.Reason)
+		p.settle.note(p, domain, pod, d.Status.Reason)
 		return nil, st
 	}
 	if d.NodeSet != nil {
