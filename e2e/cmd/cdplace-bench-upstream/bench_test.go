@@ -108,7 +108,7 @@ func TestParseDataItems(t *testing.T) {
 func TestOrderRotates(t *testing.T) {
 	first := map[Variant]int{}
 	for r := 0; r < 3; r++ {
-		o := order(r)
+		o := order(r, false)
 		if len(o) != 3 {
 			t.Fatalf("round %d: %v", r, o)
 		}
@@ -116,6 +116,9 @@ func TestOrderRotates(t *testing.T) {
 	}
 	if len(first) != 3 {
 		t.Errorf("over three rounds each variant should run first once: %v", first)
+	}
+	if o := order(1, true); len(o) != 2 || o[0] != VariantA || o[1] != VariantB {
+		t.Errorf("smoke order %v, want A, B", o)
 	}
 }
 
