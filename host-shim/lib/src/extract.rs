@@ -236,26 +236,26 @@ fn device_quantity(q: &str) -> Option<u32> {
 }
 
 /// Extracts the facts of one object; `None` for kinds cdplace does not read.
-pub fn extract(v: &Value, keys: &Settings) -> Result<Option<Object>> {
+pub fn extract(v: &Value, settings: &Settings) -> Result<Option<Object>> {
     let api_version = v.get("apiVersion").and_then(Value::as_str).unwrap_or("");
     let kind_name = v.get("kind").and_then(Value::as_str).unwrap_or("");
     let Some(kind) = Kind::of(api_version, kind_name) else { return Ok(None) };
     Ok(Some(match kind {
-        Kind::Node => node(v, keys)?,
-        Kind::Pod => pod(v, keys)?,
+        Kind::Node => node(v, settings)?,
+        Kind::Pod => pod(v, settings)?,
         Kind::ResourceClaim => {
             let c: ResourceClaim = typed(v)?;
             let name = required(v, "metadata.name", c.metadata.name.clone())?;
             let namespace = required(v, "metadata.namespace", c.metadata.namespace.clone())?;
             let spec = c.spec.clone().unwrap_or_default();
-            let (domain, daemon) = channel_config(v, &spec, keys)?;
+            let (domain, daemon) = channel_config(v, &spec, settings)?;
             let allocated_gpus = c.status.as_ref().and_then(|s| s.allocation.as_ref()).map(|a| {
                 a.devices
                     .as_ref()
                     .and_then(|d| d.results.as_ref())
-                    .map_or(0, |r| r.iter().filter(|r| r.driver == keys.gpu_driver).count() as u32)
+                    .map_or(0, |r| r.iter().filter(|r| r.driver == settings.gpu_driver).count() as u32)
             });
-            Object::Claim { namespace, name, domain, daemon, gpus: gpu_demand(&spec, keys), allocated_gpus }
+            Object::Claim { namespace, name, domain, daemon, gpus: gpu_demand(&spec, settings), allocated_gpus }
         }
         Kind::ResourceClaimTemplate => {
             let t: ResourceClaimTemplate = typed(v)?;
@@ -263,15 +263,15 @@ pub fn extract(v: &Value, keys: &Settings) -> Result<Option<Object>> {
             let namespace = required(v, "metadata.namespace", t.metadata.namespace.clone())?;
             let labels = t.metadata.labels.clone().unwrap_or_default();
             let spec = t.spec.clone().and_then(|s| s.spec).unwrap_or_default();
-            let (config_domain, config_daemon) = channel_config(v, &spec, keys)?;
+            let (config_domain, config_daemon) = channel_config(v, &spec, settings)?;
             let domain = labels.get(DOMAIN_LABEL).filter(|s| !s.is_empty()).cloned().or(config_domain);
             let daemon = labels.get(TARGET_LABEL).map_or(config_daemon, |t| t == "Daemon");
-            Object::Template { namespace, name, domain, daemon, gpus: gpu_demand(&spec, keys) }
+            Object::Template { namespace, name, domain, daemon, gpus: gpu_demand(&spec, settings) }
         }
         Kind::ResourceSlice => {
             let s: ResourceSlice = typed(v)?;
             let name = required(v, "metadata.name", s.metadata.name.clone())?;
-            let ours = s.spec.driver == keys.gpu_driver;
+            let ours = s.spec.driver == settings.gpu_driver;
             let gpus = if ours {
                 s.spec.devices.as_ref().map_or(0, |d| {
                     d.iter()
@@ -295,7 +295,7 @@ pub fn extract(v: &Value, keys: &Settings) -> Result<Option<Object>> {
             let namespace = required(v, "metadata.namespace", meta.namespace.clone())?;
             let uid = required(v, "metadata.uid", meta.uid.clone())?;
             let annotations = meta.annotations.unwrap_or_default();
-            let size_hint = size_annotation(v, &keys.size_annotation, annotations.get(&keys.size_annotation))?;
+            let size_hint = size_annotation(v, &settings.size_annotation, annotations.get(&settings.size_annotation))?;
             let num_nodes = match v.pointer("/spec/numNodes") {
                 None | Some(Value::Null) => None,
                 Some(n) => match n.as_u64() {
@@ -342,7 +342,7 @@ pub fn extract(v: &Value, keys: &Settings) -> Result<Option<Object>> {
     }))
 }
 
-fn node(v: &Value, keys: &Settings) -> Result<Object> {
+fn node(v: &Value, settings: &Settings) -> Result<Object> {
     let n: Node = typed(v)?;
     let name = required(v, "metadata.name", n.metadata.name.clone())?;
     let labels = n.metadata.labels.unwrap_or_default();
@@ -350,24 +350,24 @@ fn node(v: &Value, keys: &Settings) -> Result<Object> {
         .status
         .as_ref()
         .and_then(|s| s.allocatable.as_ref())
-        .and_then(|a| a.get(&keys.gpu_resource_name))
+        .and_then(|a| a.get(&settings.gpu_resource_name))
         .and_then(|q| device_quantity(&q.0))
         .unwrap_or(0);
     Ok(Object::Node {
         name,
-        clique_label: labels.get(&keys.clique_label).cloned(),
+        clique_label: labels.get(&settings.clique_label).cloned(),
         domain_label: labels.get(DOMAIN_LABEL).cloned(),
         unschedulable: n.spec.and_then(|s| s.unschedulable).unwrap_or(false),
         gpus,
     })
 }
 
-fn pod(v: &Value, keys: &Settings) -> Result<Object> {
+fn pod(v: &Value, settings: &Settings) -> Result<Object> {
     let p: Pod = typed(v)?;
     let name = required(v, "metadata.name", p.metadata.name.clone())?;
     let namespace = required(v, "metadata.namespace", p.metadata.namespace.clone())?;
     let annotations = p.metadata.annotations.clone().unwrap_or_default();
-    let size_hint = size_annotation(v, &keys.size_annotation, annotations.get(&keys.size_annotation))?;
+    let size_hint = size_annotation(v, &settings.size_annotation, annotations.get(&settings.size_annotation))?;
     let status = p.status.unwrap_or_default();
     let spec = p.spec.unwrap_or_default();
     let terminal = matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"));
@@ -392,8 +392,8 @@ fn pod(v: &Value, keys: &Settings) -> Result<Object> {
         let r = c.resources.as_ref();
         let q = r
             .and_then(|r| r.requests.as_ref())
-            .and_then(|m| m.get(&keys.gpu_resource_name))
-            .or_else(|| r.and_then(|r| r.limits.as_ref()).and_then(|m| m.get(&keys.gpu_resource_name)));
+            .and_then(|m| m.get(&settings.gpu_resource_name))
+            .or_else(|| r.and_then(|r| r.limits.as_ref()).and_then(|m| m.get(&settings.gpu_resource_name)));
         q.and_then(|q| device_quantity(&q.0)).unwrap_or(0)
     };
     let sum: u32 = spec.containers.iter().map(request).sum();
@@ -417,7 +417,7 @@ fn pod(v: &Value, keys: &Settings) -> Result<Object> {
 }
 
 /// GPUs a claim spec asks for: requests on the GPU driver's device class.
-fn gpu_demand(spec: &ResourceClaimSpec, keys: &Settings) -> GpuDemand {
+fn gpu_demand(spec: &ResourceClaimSpec, settings: &Settings) -> GpuDemand {
     let mut d = GpuDemand::default();
     for r in spec.devices.as_ref().and_then(|d| d.requests.as_ref()).into_iter().flatten() {
         // A prioritized list: the first alternative is the preferred one.
@@ -426,7 +426,7 @@ fn gpu_demand(spec: &ResourceClaimSpec, keys: &Settings) -> GpuDemand {
             (None, Some(s)) => (&s.device_class_name, s.allocation_mode.as_deref(), s.count),
             (None, None) => continue,
         };
-        if *class != keys.gpu_driver {
+        if *class != settings.gpu_driver {
             continue;
         }
         match mode {
@@ -438,10 +438,10 @@ fn gpu_demand(spec: &ResourceClaimSpec, keys: &Settings) -> GpuDemand {
 }
 
 /// The ComputeDomain a claim spec's opaque config names: `(domainID, is daemon config)`.
-fn channel_config(v: &Value, spec: &ResourceClaimSpec, keys: &Settings) -> Result<(Option<String>, bool)> {
+fn channel_config(v: &Value, spec: &ResourceClaimSpec, settings: &Settings) -> Result<(Option<String>, bool)> {
     for c in spec.devices.as_ref().and_then(|d| d.config.as_ref()).into_iter().flatten() {
         let Some(o) = &c.opaque else { continue };
-        if o.driver != keys.compute_domain_driver {
+        if o.driver != settings.compute_domain_driver {
             continue;
         }
         let params = &o.parameters.0;
@@ -455,7 +455,7 @@ fn channel_config(v: &Value, spec: &ResourceClaimSpec, keys: &Settings) -> Resul
             _ => Err(Error::InvalidObject(format!(
                 "{}: opaque config of driver {} has no domainID",
                 describe(v),
-                keys.compute_domain_driver
+                settings.compute_domain_driver
             ))),
         };
     }
