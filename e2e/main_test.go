@@ -26,7 +26,9 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	wd, _ := os.Getwd()
 	repoRoot = filepath.Dir(wd)
-	runDir = filepath.Join(repoRoot, "target", "e2e", "run-"+time.Now().Format("20060102-150405"))
+	// The process ID keeps two suites started in the same second (a developer's and a helper's)
+	// from sharing etcd's data directory.
+	runDir = filepath.Join(repoRoot, "target", "e2e", fmt.Sprintf("run-%s-%d", time.Now().Format("20060102-150405"), os.Getpid()))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	start := time.Now()
 	var err error
