@@ -164,8 +164,8 @@ func (rep Report) Markdown() string {
 	b.WriteString("\n| workload | A pods/s | B pods/s | A2 pods/s | B/A median (min–max) | A2/A median (min–max) | B/A on Perc50 | A2/A on Perc50 | plugin % of scheduler CPU (B runs: median, pooled) | rounds |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range rep.Summaries {
-		fmt.Fprintf(&b, "| %s | %.1f | %.1f | %.1f | %s | %s | %s | %s | %s | %d%s |\n", s.Workload,
-			s.PodsPerSec[VariantA].Median, s.PodsPerSec[VariantB].Median, s.PodsPerSec[VariantA2].Median,
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %d%s |\n", s.Workload,
+			rate(s.PodsPerSec[VariantA]), rate(s.PodsPerSec[VariantB]), rate(s.PodsPerSec[VariantA2]),
 			s.RatioBA, s.RatioAA, s.RatioBAP50, s.RatioAAP50, cpuCell(s), s.RatioBA.N, failedNote(s))
 	}
 	b.WriteString("\n| workload | plugin % of scheduler CPU per B run (median, min–max) | of all samples outside the apiserver | of the whole process | in the stock runs (control) | PreFilter p50 / p99 ms (sampled) |\n|---|---|---|---|---|---|\n")
@@ -186,6 +186,13 @@ func (rep Report) Markdown() string {
 		}
 	}
 	return b.String()
+}
+
+func rate(s Spread) string {
+	if s.N == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f", s.Median)
 }
 
 func cpuCell(s Summary) string {
