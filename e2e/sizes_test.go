@@ -174,20 +174,22 @@ func TestScenario15PodGroupGang(t *testing.T) {
 }
 
 // Scenario 16: a ComputeDomain with the deprecated spec.numNodes: 6 and bare pods created one by
-// one, each longer after the last than the settle window: no pod binds before the sixth exists,
-// then all six start in the empty clique (the other has 4 free trays).
+// one, each longer after the last than the settle window. The size is known from the first pod
+// on, so the domain starts at once where 6 trays are free: every pod binds in the empty clique,
+// none in the one with 4 free trays (where the first pods would go if the size came from the
+// pods seen so far).
 func TestScenario16NumNodesOneByOne(t *testing.T) {
 	s := newScenario(t, "s16", harness.Cdplace, twoRacks, harness.PrepareOptions{})
 	s.watchDomains(map[string]int{"filler": 14, "six": 6})
 	home := s.fillClique("filler", 14)
 	s.createCD(harness.ComputeDomainNumNodes(s.ns, "six", 6))
 	for i := 0; i < 6; i++ {
-		if i > 0 {
-			s.holds("six waits for its sixth pod", settleWindow+time.Second, func(d map[string]*harness.DomainState) bool {
-				return d["six"].Bound == 0
+		s.pods("six", i, i+1, 4)
+		if i < 5 {
+			s.holds("six stays out of the clique with 4 free trays", settleWindow+time.Second, func(d map[string]*harness.DomainState) bool {
+				return !containsString(d["six"].Cliques, home)
 			})
 		}
-		s.pods("six", i, i+1, 4)
 	}
 	d := s.waitFor("six running", 60*time.Second, all("six", 6))
 	s.assertIn(d, "six", s.other(home), "the filler's clique has 4 free trays")
