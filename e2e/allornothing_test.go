@@ -22,9 +22,9 @@ const settleWindow = 5 * time.Second
 const stallGrace = settleWindow + 5*time.Second
 
 // domainWatch samples a scenario's namespace every 250 ms while the scenario runs and records
-// every breach of all-or-nothing (a domain part-bound for longer than stallGrace while a clique
-// could hold it whole) and of one clique per domain (bound pods of one domain in two cliques,
-// ever).
+// every breach of all-or-nothing (a domain with pods bound and pods pending for longer than
+// stallGrace while a clique could hold it whole) and of one clique per domain (bound pods of one
+// domain in two cliques, ever).
 type domainWatch struct {
 	s     *scenario
 	sizes map[string]int
@@ -126,7 +126,9 @@ func (w *domainWatch) sample(now time.Time) {
 		if !ok {
 			size = d.pods
 		}
-		if d.bound == 0 || d.bound >= size {
+		// Part-bound: some pods bound, some pending, fewer bound than the size. A domain whose
+		// remaining pods do not exist yet holds nothing it cannot use: its trays are counted.
+		if d.bound == 0 || d.bound >= size || d.pods == d.bound {
 			delete(w.partialSince, cd)
 			continue
 		}
