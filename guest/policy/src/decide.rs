@@ -14,6 +14,12 @@ use crate::size::{SizeSource, owner_display};
 use crate::verdict::{CliqueVerdict, Code, NodeVerdict, PreFilterResult, Verdict};
 use crate::view::View;
 
+/// How many of the best-scoring cliques that can hold it a domain that has not started is
+/// offered (ties at the cut included); the host makes their nodes the PreFilterResult. More than
+/// one, so that a clique whose trays fail another plugin's Filter (a taint, CPU or memory taken by
+/// other pods) does not leave the pod waiting while another clique fits.
+pub const CANDIDATE_CLIQUES: usize = 3;
+
 /// Collects reason texts, each once. Per-node reasons are shared by every node with the same
 /// cause (kind and subject), so one call formats a handful of texts, not one per node; this also
 /// keeps the scheduler's "0/N nodes are available" summary short.
@@ -332,15 +338,34 @@ impl View {
             other: no_clique,
             nodes: Vec::new(),
         };
-        for (rank, &(_, id)) in fits.iter().enumerate() {
+        // Only the CANDIDATE_CLIQUES best-scoring fitting cliques (ties at the cut included) are
+        // offered: the host turns them into the PreFilterResult, so Filter never sees the other
+        // cliques' nodes, and their per-node verdicts are not worth making or sending.
+        let scores: Vec<u32> = fits
+            .iter()
+            .enumerate()
+            .map(|(rank, &(_, id))| self.scale(100u32.saturating_sub(rank as u32).max(1), ask, self.cliques.get(&id)))
+            .collect();
+        let mut ranked = scores.clone();
+        ranked.sort_unstable_by(|a, b| b.cmp(a));
+        let cut = ranked[ranked.len().min(CANDIDATE_CLIQUES) - 1];
+        let passed_over = (fits.len() > CANDIDATE_CLIQUES).then(|| {
+            r.verdict(
+                Code::UnschedulableAndUnresolvable,
+                format!(
+                    "NVLink clique could hold ComputeDomain {cd}, but it is offered the {CANDIDATE_CLIQUES} best-fitting cliques first"
+                ),
+            )
+        });
+        for (&(_, id), &score) in fits.iter().zip(&scores) {
             let c = &self.cliques[&id];
-            let score = 100u32.saturating_sub(rank as u32).max(1);
-            d.cliques.push(CliqueVerdict {
-                clique: id,
-                verdict: Verdict::SUCCESS,
-                score: self.scale(score, ask, Some(c)),
-            });
-            self.node_overrides(c, ask, &cd, r, &mut d.nodes);
+            match passed_over {
+                Some(v) if score < cut => d.cliques.push(CliqueVerdict { clique: id, verdict: v, score: 0 }),
+                _ => {
+                    d.cliques.push(CliqueVerdict { clique: id, verdict: Verdict::SUCCESS, score });
+                    self.node_overrides(c, ask, &cd, r, &mut d.nodes);
+                }
+            }
         }
         let fitting: alloc::collections::BTreeSet<StrId> = fits.iter().map(|f| f.1).collect();
         for (&id, c) in &self.cliques {
@@ -474,5 +499,51 @@ impl View {
             );
             out.push(NodeVerdict { node: n, verdict: v });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use alloc::format;
+    use alloc::vec::Vec;
+
+    use super::CANDIDATE_CLIQUES;
+    use crate::testutil::{Fx, clique};
+    use crate::verdict::Code;
+
+    /// A new domain is offered its CANDIDATE_CLIQUES best-fitting cliques, with the per-node
+    /// verdicts of their busy trays; a clique that fits but ranks lower is passed over (its
+    /// nodes are outside the PreFilterResult) and costs no per-node verdict.
+    #[test]
+    fn only_the_best_fitting_cliques_are_offered() {
+        let mut f = Fx::new("");
+        // Five cliques of 18 with 1..=5 trays busy: the 5-busy clique is the best fit for 12.
+        for c in 1..=5u32 {
+            f.rack(&format!("r{c}"), c, 18);
+            f.domain("ns", &format!("busy{c}"), &format!("uid-busy{c}"));
+            for i in 0..c {
+                f.pod("ns", &format!("busy{c}-{i}"), &format!("busy{c}"), |_| {});
+                f.bind("ns", &format!("busy{c}-{i}"), &format!("r{c}-{i:02}"));
+            }
+        }
+        f.domain("ns", "new", "uid-new");
+        f.pod("ns", "new-0", "new", |p| p.size_hint = Some(12));
+        let key = f.id("ns/new-0");
+        let r = f.v.pre_filter(key, &[], 0);
+        assert_eq!(r.status.code, Code::Success);
+        let offered: Vec<&str> =
+            r.cliques.iter().filter(|c| c.verdict.code == Code::Success).map(|c| f.v.str(c.clique)).collect();
+        let (c3, c4, c5) = (clique(3), clique(4), clique(5));
+        assert_eq!(offered.len(), CANDIDATE_CLIQUES);
+        assert_eq!(offered, [c5.as_str(), c4.as_str(), c3.as_str()], "best fit first");
+        let passed: Vec<_> = r.cliques.iter().filter(|c| c.verdict.code != Code::Success).collect();
+        assert_eq!(passed.len(), 2);
+        assert!(
+            r.reason(passed[0].verdict).contains("offered the 3 best-fitting cliques first"),
+            "{}",
+            r.reason(passed[0].verdict)
+        );
+        // Busy trays get verdicts only in the offered cliques (3 + 4 + 5 of them).
+        assert_eq!(r.nodes.len(), 12, "{:?}", r.nodes);
     }
 }

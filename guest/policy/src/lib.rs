@@ -38,6 +38,7 @@ pub mod verdict;
 pub mod view;
 
 pub use args::{Args, ImexMode, WholeTray};
+pub use decide::CANDIDATE_CLIQUES;
 pub use error::{Error, Result};
 pub use facts::*;
 pub use size::{DomainSize, SizeSource};

@@ -29,10 +29,8 @@ use crate::state::State;
 use crate::wire::Writer;
 
 /// How many of the best-scoring fitting cliques a domain that has not started is offered as
-/// the PreFilterResult (ties at the cut included). More than one, so that a clique whose trays
-/// fail another plugin's Filter (a taint, CPU or memory taken by other pods) does not leave the
-/// pod waiting while another clique fits.
-pub const CANDIDATE_CLIQUES: usize = 3;
+/// the PreFilterResult: the policy's number (it marks only those cliques Success).
+pub use cdplace_policy::CANDIDATE_CLIQUES;
 
 /// The first four bytes of a packed decision.
 pub const MAGIC: &[u8; 4] = b"CDP2";
@@ -84,23 +82,16 @@ impl Decision {
     }
 }
 
-/// The cliques whose nodes form the PreFilterResult, or none for no restriction.
+/// The cliques whose nodes form the PreFilterResult, or none for no restriction: the cliques the
+/// policy offers (Success), when it offers any.
 fn chosen_cliques(r: &PreFilterResult) -> Option<Vec<StrId>> {
     if r.status.code != Code::Success {
         return None;
     }
-    let fitting = r.cliques.iter().filter(|c| c.verdict.code == Code::Success);
-    if r.exclusive {
-        return Some(fitting.map(|c| c.clique).collect());
-    }
-    let mut scores: Vec<u32> = fitting.clone().map(|c| c.score).collect();
-    if scores.is_empty() {
-        // No clique fits: Filter gives every node its reason.
-        return None;
-    }
-    scores.sort_unstable_by(|a, b| b.cmp(a));
-    let cut = scores[scores.len().min(CANDIDATE_CLIQUES) - 1];
-    Some(fitting.filter(|c| c.score >= cut).map(|c| c.clique).collect())
+    let offered: Vec<StrId> = r.cliques.iter().filter(|c| c.verdict.code == Code::Success).map(|c| c.clique).collect();
+    // A started domain stays in its clique even when it is full; a new one offered nothing gets
+    // no restriction (Filter gives every node its reason).
+    (r.exclusive || !offered.is_empty()).then_some(offered)
 }
 
 /// The PreFilterResult node set of `r` (see [`Decision::node_set`]).
@@ -196,10 +187,12 @@ mod tests {
     }
 
     #[test]
-    fn candidates_are_the_best_three_fitting_cliques_with_ties_at_the_cut() {
+    fn the_node_set_is_the_cliques_the_policy_offers() {
         use Code::{Success as S, Unschedulable as U};
-        let r = result(false, &[(1, S, 90), (2, S, 70), (3, U, 100), (4, S, 80), (5, S, 60), (6, S, 70)]);
-        assert_eq!(chosen_cliques(&r), Some(vec![1, 2, 4, 6]), "70 ties at the cut");
+        // The policy offers only its CANDIDATE_CLIQUES best (guest/policy decide.rs); the host
+        // takes whatever it marks Success.
+        let r = result(false, &[(1, S, 90), (2, S, 70), (3, U, 100), (4, S, 80), (6, S, 70)]);
+        assert_eq!(chosen_cliques(&r), Some(vec![1, 2, 4, 6]), "every offered clique");
         let r = result(false, &[(1, S, 10), (2, S, 20)]);
         assert_eq!(chosen_cliques(&r), Some(vec![1, 2]), "fewer than three fit");
         assert_eq!(chosen_cliques(&result(false, &[(1, U, 100)])), None, "none fits: no restriction");
