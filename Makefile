@@ -48,7 +48,7 @@ scheduler: build
 	cd host-shim/go && $(GO) build -o ../../$(SCHEDULER) ./cmd/kube-scheduler
 
 ## test: everything CI checks
-test: lint test-rust test-c test-go test-e2e bench-smoke bench-e2e-smoke
+test: lint test-rust test-c test-go test-e2e bench-smoke bench-e2e-smoke bench-upstream-smoke
 
 test-rust: build
 	$(CARGO) test --workspace --release
@@ -59,9 +59,11 @@ test-c: build
 		-Ihost-shim/lib/include $(HOSTLIB) $(LINK_LIBS)
 	target/release/cabi-smoke $(GUEST) $(FAULTY)
 
-## test-go: the plugin through the real scheduling framework, the shipped configs, the binary
+## test-go: the plugin through the real scheduling framework, the shipped configs, the binary;
+## the adapter again under the race detector
 test-go: scheduler lint-go
 	cd host-shim/go && CDPLACE_SCHEDULER_BIN=$(CURDIR)/$(SCHEDULER) $(GO) test ./...
+	cd host-shim/go && $(GO) test -race -count=1 ./internal/... ./pkg/...
 
 lint: guest
 	$(CARGO) fmt --all -- --check
@@ -89,8 +91,9 @@ $(E2E_BIN)/cdplace-demo: e2e/go.mod e2e/go.sum $(wildcard e2e/harness/*.go e2e/c
 	cd e2e && $(GO) build -o ../$@ ./cmd/cdplace-demo
 
 ## test-e2e: the scenarios on a real control plane (etcd, kube-apiserver, kube-controller-manager,
-## the cdplace kube-scheduler and a stock one for the baseline, as local processes)
-test-e2e: scheduler e2e-binaries lint-e2e
+## the cdplace kube-scheduler and a stock one for the baseline, as local processes), the Helm
+## chart (e2e/helm_test.go needs the helm binary) and the playground
+test-e2e: scheduler e2e-binaries helm lint-e2e
 	mkdir -p target/e2e
 	cd e2e && { $(GO) test -count=1 -timeout 30m -v ./... > ../target/e2e/test.log 2>&1; rc=$$?; \
 		grep -E '^ *(--- |ok |FAIL|control plane)|^ *[|]' ../target/e2e/test.log; \
