@@ -2,9 +2,10 @@
 //! `kubectl get -o yaml` writes them) and rendering reports; every decision comes from the
 //! policy component through `cdplace-host`, exactly as kube-scheduler runs it.
 //!
-//! Modules: [`explain`] (`cdplace explain`).
+//! Modules: [`explain`] (`cdplace explain`), [`snapshot`] (reading snapshot files).
 
 pub mod explain;
+pub mod snapshot;
 
 /// Where `make guest` leaves the policy component, relative to the workspace root.
 pub const GUEST_WASM: &str = "target/wasm32-wasip2/guest/cdplace_guest.wasm";
