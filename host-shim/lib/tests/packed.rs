@@ -118,8 +118,7 @@ fn a_domain_not_started_is_offered_its_best_fitting_cliques() {
     assert!(!d.exclusive);
     // The policy offers (Success) only its CANDIDATE_CLIQUES best; the other fitting ones are
     // passed over with a reason.
-    let chosen: Vec<&String> =
-        d.cliques.iter().filter(|(_, (s, _))| s.code == Code::Success).map(|(l, _)| l).collect();
+    let chosen: Vec<&String> = d.cliques.iter().filter(|(_, (s, _))| s.code == Code::Success).map(|(l, _)| l).collect();
     assert_eq!(chosen.len(), CANDIDATE_CLIQUES, "{:?}", d.cliques);
     let passed = d.cliques.values().filter(|(s, _)| s.reason.contains("best-fitting cliques first")).count();
     assert_eq!(passed, sizes.len() - CANDIDATE_CLIQUES, "{:?}", d.cliques);
