@@ -122,6 +122,7 @@ type config struct {
 	Name         string
 	Profile      harness.Profile
 	PluginConfig []byte // the cdplace profile's pluginConfig; nil: as shipped
+	Reserve      int    // reserveTraysPerClique in PluginConfig
 }
 
 func parseConfigs(root, list string) ([]config, error) {
@@ -142,7 +143,7 @@ func parseConfigs(root, list string) ([]config, error) {
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, config{Name: name, Profile: harness.Cdplace, PluginConfig: pc})
+			out = append(out, config{Name: name, Profile: harness.Cdplace, PluginConfig: pc, Reserve: n})
 		default:
 			return nil, fmt.Errorf("unknown config %q (baseline, cdplace, cdplace-reserve<N>)", name)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"sort"
 	"strconv"
@@ -251,8 +252,9 @@ func load1() float64 {
 }
 
 // markStalls marks every present domain that has had pods bound and pods pending for longer than
-// StallGrace while some clique could hold it whole (its own clique's free trays plus what it
-// holds there, or another clique's free trays). A domain that lost pods to a tray failure is left
+// StallGrace while some clique could hold it whole: its own clique's free trays plus what it holds
+// there, or another clique's free trays less the configuration's reserveTraysPerClique (a domain
+// starts only where the reserve stays free). A domain that lost pods to a tray failure is left
 // out: its replacements wait for its own clique by design. The caller holds r.mu; free is the
 // idle, unlabelled trays per clique.
 func (r *runner) markStalls(now time.Time, free map[string]int) {
@@ -268,13 +270,19 @@ func (r *runner) markStalls(now time.Time, free map[string]int) {
 		if rec.stalled || rec.replacements > 0 || now.Sub(rec.partSince) <= r.opts.StallGrace {
 			continue
 		}
+		home := ""
+		if len(rec.cliques) == 1 {
+			home = rec.cliques[0]
+		}
 		for _, cl := range r.fleet.Cliques {
-			held := 0
-			if len(rec.cliques) == 1 && rec.cliques[0] == cl {
-				held = rec.bound
+			room := free[cl] - r.cfg.Reserve
+			if cl == home {
+				room = free[cl] + rec.bound
 			}
-			if free[cl]+held >= rec.Size {
+			if room >= rec.Size {
 				rec.stalled = true
+				rec.stallNote = fmt.Sprintf("at %.1fs: %d of %d pods bound in clique %s (%d free there), %d pending, for over %v; clique %s has %d free trays",
+					r.since(now), rec.bound, rec.Size, home, free[home], rec.pods-rec.bound, r.opts.StallGrace, cl, free[cl])
 				break
 			}
 		}

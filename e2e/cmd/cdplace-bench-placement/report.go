@@ -46,6 +46,7 @@ type CDOutcome struct {
 	// StalledPartBound: pods bound and pods pending for longer than stallGraceSeconds while a
 	// clique could have held the domain whole (never a domain that lost pods to a tray failure).
 	StalledPartBound bool     `json:"stalledPartBound"`
+	StallNote        string   `json:"stallNote,omitempty"`
 	Split            bool     `json:"split"`
 	Cliques          []string `json:"cliquesAtEnd,omitempty"`
 	Replacements     int      `json:"replacements"`
@@ -151,7 +152,7 @@ func (r *runner) result() *ConfigResult {
 			Name: rec.Name, Size: rec.Size, ArrivalTrace: rec.At, LifetimeReal: r.real(rec.Lifetime).Seconds(),
 			Created: opt(rec.created), AllBound: opt(rec.boundAt), AllRunning: opt(rec.runningAt), Departed: opt(rec.departedAt),
 			Completed: rec.completed, Split: rec.split, Replacements: rec.replacements, Error: rec.err,
-			StalledPartBound: rec.stalled,
+			StalledPartBound: rec.stalled, StallNote: rec.stallNote,
 		}
 		if rec.stalled {
 			res.StalledPartBound++

@@ -43,6 +43,7 @@ type cdRec struct {
 	created, boundAt, runningAt, departedAt time.Time
 	waitingSince                            time.Time // zero while all pods are bound
 	partSince                               time.Time // zero unless some pods are bound and some pending
+	stallNote                               string    // what the sample that found the stall saw
 	departed, completed, split, stalled     bool
 	pods, bound, running                    int
 	cliques                                 []string
