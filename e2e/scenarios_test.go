@@ -164,7 +164,11 @@ func TestScenario05StaleNodeLabel(t *testing.T) {
 			// While a node still carries first's label, no pod of second may be bound to it.
 			for time.Since(deleted) < lag-time.Second {
 				labels := s.prep.Labels()
-				for _, n := range s.domains()["second"].Nodes {
+				second := s.domains()["second"] // nil until the Job controller has made a pod
+				if second == nil {
+					second = &harness.DomainState{}
+				}
+				for _, n := range second.Nodes {
 					if labels[n] != "" {
 						t.Fatalf("second's pod bound to %s while it still carries ComputeDomain %s's label", n, labels[n])
 					}
