@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -55,8 +56,16 @@ func TestCPUShareClassifiesStacks(t *testing.T) {
 var sink float64
 
 // burn keeps a CPU busy in a function of this package (github.com/cdplace/...).
+// burn spends d of this process's CPU time (not wall time: on a busy machine 400 ms of wall
+// time can hold 80 ms of CPU), giving up after a minute of wall time.
 func burn(d time.Duration) {
-	for end := time.Now().Add(d); time.Now().Before(end); {
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	start, deadline := cpu(), time.Now().Add(time.Minute)
+	for cpu()-start < d && time.Now().Before(deadline) {
 		for i := 0; i < 1e5; i++ {
 			sink += math.Sqrt(float64(i))
 		}
