@@ -164,7 +164,8 @@ func TestResolverReadsInformersAndHearsChanges(t *testing.T) {
 	}
 	factory.Start(ctx.Done())
 	deadline := time.Now().Add(10 * time.Second)
-	for !(r.HasSynced() && r.Served(KindJobSet)) {
+	jobSetKnown := func() bool { _, err := r.Fact("JobSet/training/pair"); return err == nil }
+	for !(r.HasSynced() && r.Served(KindJobSet) && jobSetKnown()) {
 		if time.Now().After(deadline) {
 			t.Fatal("informers did not sync")
 		}

@@ -30,8 +30,13 @@ var (
 	LeaderWorkerSetGVR = schema.GroupVersionResource{Group: "leaderworkerset.x-k8s.io", Version: "v1", Resource: "leaderworkersets"}
 )
 
-// crdRecheck is how often discovery is asked again for a CRD that was not served.
-const crdRecheck = 30 * time.Second
+// crdRecheck is how often discovery is asked again for a CRD that was not served; a pod that
+// carries a JobSet or LeaderWorkerSet label asks sooner (labelRecheck), since its CRD was most
+// likely installed just before it.
+const (
+	crdRecheck   = 30 * time.Second
+	labelRecheck = time.Second
+)
 
 // Resolver answers "which owner does this pod count toward, and how large is it" from the
 // scheduler's informers (Jobs, StatefulSets, ReplicaSets) and dynamic informers for JobSets and
@@ -48,9 +53,11 @@ type Resolver struct {
 	dynClient dynamic.Interface
 	disc      discovery.DiscoveryInterface
 
+	ctx    context.Context
 	mu     sync.RWMutex
 	crds   map[string]*crdInformer // by kind
 	nextAt time.Time
+	lastAt time.Time
 }
 
 type crdInformer struct {
@@ -72,6 +79,7 @@ func New(ctx context.Context, f informers.SharedInformerFactory, dyn dynamic.Int
 		dynClient: dyn,
 		disc:      disc,
 		crds:      map[string]*crdInformer{},
+		ctx:       ctx,
 	}
 	for _, t := range []struct {
 		inf  cache.SharedIndexInformer
@@ -124,7 +132,8 @@ func (r *Resolver) Recheck(ctx context.Context) {
 
 func (r *Resolver) lookForCRDs(ctx context.Context) {
 	r.mu.Lock()
-	r.nextAt = time.Now().Add(crdRecheck)
+	r.lastAt = time.Now()
+	r.nextAt = r.lastAt.Add(crdRecheck)
 	r.mu.Unlock()
 	if r.dynClient == nil || r.disc == nil {
 		return
@@ -165,17 +174,26 @@ func served(disc discovery.DiscoveryInterface, gvr schema.GroupVersionResource) 
 	return false
 }
 
-// Served reports whether pods of this kind's workloads are resolved to it (always for the
-// built-in kinds; for JobSet and LeaderWorkerSet once their informer has synced).
+// Served reports whether pods of this kind's workloads are resolved to it: always for the
+// built-in kinds; for JobSet and LeaderWorkerSet once discovery showed the CRD and its informer
+// started. Until that informer has synced, Fact answers ErrUnknownOwner, so the domain waits for
+// the size rather than start with its Jobs' sizes.
 func (r *Resolver) Served(kind string) bool {
 	switch kind {
 	case KindJob, KindStatefulSet, KindReplicaSet:
 		return true
 	}
 	r.mu.RLock()
-	c := r.crds[kind]
+	c, due := r.crds[kind], time.Since(r.lastAt) >= labelRecheck
 	r.mu.RUnlock()
-	return c != nil && c.reg.HasSynced()
+	if c == nil && due {
+		// A pod labelled for this kind: its CRD was most likely installed just now.
+		r.lookForCRDs(r.ctx)
+		r.mu.RLock()
+		c = r.crds[kind]
+		r.mu.RUnlock()
+	}
+	return c != nil
 }
 
 // HasSynced reports whether the typed informers have delivered their initial lists.
