@@ -157,3 +157,25 @@ func TestSummarizeRatiosPerRound(t *testing.T) {
 		t.Errorf("markdown:\n%s", md)
 	}
 }
+
+func TestLoadRunFromItsDirectory(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "ComputeDomain_1008trays-r3-A2")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	items := `{"dataItems":[{"data":{"Average":20,"Perc50":19},"unit":"pods/s","labels":{"Metric":"SchedulingThroughput"}}]}`
+	if err := os.WriteFile(filepath.Join(dir, "BenchmarkPerfScheduling_benchmark_A2_x.json"), []byte(items), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := loadRun(dir, []Workload{upstream("empty_500nodes"), computeDomain("1008trays")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Workload != "ComputeDomain/1008trays" || r.Round != 3 || r.Variant != VariantA2 || r.Throughput["Average"] != 20 || r.Error != "" {
+		t.Errorf("got %+v", r)
+	}
+	if _, err := loadRun(filepath.Join(root, "ComputeDomain_504trays-r0-B"), []Workload{computeDomain("1008trays")}); err == nil {
+		t.Error("a workload that was not asked for was loaded")
+	}
+}

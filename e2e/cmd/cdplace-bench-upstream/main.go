@@ -72,6 +72,7 @@ func main() {
 	flag.IntVar(&o.pairs, "pairs", 5, "rounds per workload; each runs A, B and A2 once")
 	flag.BoolVar(&o.profile, "profile", true, "take a CPU profile of every run's measured phase (-perf-cpuprofile)")
 	flag.DurationVar(&o.timeout, "timeout", 45*time.Minute, "give up on one run after this long")
+	from := flag.String("recollect", "", "rebuild the report from the run directories of an earlier invocation (<out>/runs/<stamp>) instead of running")
 	smoke := flag.Bool("smoke", false, "a quick check that the benchmark works: A and B once each of upstream's half_100nodes and of ComputeDomain/504trays")
 	flag.Parse()
 	if *smoke {
@@ -86,6 +87,13 @@ func main() {
 	if len(o.workloads) == 0 || o.pairs < 1 {
 		fmt.Fprintln(os.Stderr, "bench-upstream: nothing to run (-upstream, -computedomain, -pairs)")
 		os.Exit(2)
+	}
+	if *from != "" {
+		if err := recollect(*from, o.out, o.workloads); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-upstream:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if err := run(o, *smoke); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-upstream:", err)
@@ -160,18 +168,52 @@ func run(o options, smoke bool) error {
 					failed = append(failed, fmt.Sprintf("%s %s round %d: %s", w.Name, v, round, r.Error))
 				}
 				runs = append(runs, r)
+				// After every run, so an interrupted benchmark keeps what it measured.
+				if err := writeReport(out, stamp, o.pairs, smoke, o.workloads, runs); err != nil {
+					return err
+				}
 			}
 		}
 	}
-	rep := Summarize(o.workloads, runs)
-	rep.Started, rep.Pairs, rep.Smoke, rep.Runs = stamp, o.pairs, smoke, runs
-	if err := rep.Write(out); err != nil {
-		return err
-	}
-	fmt.Print(rep.Markdown())
+	fmt.Print(Summarize(o.workloads, runs).Markdown())
 	if len(failed) > 0 {
 		return fmt.Errorf("%d run(s) failed:\n  %s", len(failed), strings.Join(failed, "\n  "))
 	}
+	return nil
+}
+
+func writeReport(out, stamp string, rounds int, smoke bool, workloads []Workload, runs []Run) error {
+	rep := Summarize(workloads, runs)
+	rep.Started, rep.Pairs, rep.Smoke, rep.Runs = stamp, rounds, smoke, runs
+	return rep.Write(out)
+}
+
+// recollect rebuilds the report from the run directories under dir (one invocation's runs/<stamp>).
+func recollect(dir, out string, workloads []Workload) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var runs []Run
+	rounds := 0
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		r, err := loadRun(filepath.Join(dir, e.Name()), workloads)
+		if err != nil {
+			return err
+		}
+		rounds = max(rounds, r.Round+1)
+		runs = append(runs, r)
+	}
+	if len(runs) == 0 {
+		return fmt.Errorf("no runs in %s", dir)
+	}
+	if err := writeReport(out, filepath.Base(dir), rounds, false, workloads, runs); err != nil {
+		return err
+	}
+	fmt.Print(Summarize(workloads, runs).Markdown())
 	return nil
 }
 

@@ -106,7 +106,39 @@ func runOne(env Env, w Workload, v Variant, round int, dir string) Run {
 	if err := collect(&r, dir); err != nil {
 		r.Error = err.Error()
 	}
+	if b, err := json.MarshalIndent(r, "", "  "); err == nil {
+		_ = os.WriteFile(filepath.Join(dir, "run.json"), b, 0o644)
+	}
 	return r
+}
+
+var runDirName = regexp.MustCompile(`^(.+)-r([0-9]+)-(A2|A|B)$`)
+
+// loadRun reads a run directory: its run.json, or what scheduler_perf wrote there, the workload
+// and variant then coming from the directory's name.
+func loadRun(dir string, workloads []Workload) (Run, error) {
+	var r Run
+	if b, err := os.ReadFile(filepath.Join(dir, "run.json")); err == nil {
+		return r, json.Unmarshal(b, &r)
+	}
+	m := runDirName.FindStringSubmatch(filepath.Base(dir))
+	if m == nil {
+		return r, fmt.Errorf("%s: not a run directory (<workload>-r<round>-<variant>)", dir)
+	}
+	for _, w := range workloads {
+		if safeName(w.Name) == m[1] {
+			r.Workload = w.Name
+		}
+	}
+	if r.Workload == "" {
+		return r, fmt.Errorf("%s: workload %s is not among -upstream/-computedomain", dir, m[1])
+	}
+	_, _ = fmt.Sscan(m[2], &r.Round)
+	r.Variant, r.Dir = Variant(m[3]), dir
+	if err := collect(&r, dir); err != nil {
+		r.Error = err.Error()
+	}
+	return r, nil
 }
 
 // collect reads what scheduler_perf and the benchmark wrote into dir.
