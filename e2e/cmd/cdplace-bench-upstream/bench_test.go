@@ -55,9 +55,9 @@ func TestCPUShareClassifiesStacks(t *testing.T) {
 
 var sink float64
 
-// burn keeps a CPU busy in a function of this package (github.com/cdplace/...).
-// burn spends d of this process's CPU time (not wall time: on a busy machine 400 ms of wall
-// time can hold 80 ms of CPU), giving up after a minute of wall time.
+// burn spends d of this process's CPU time in a function of this package (github.com/cdplace/...);
+// CPU time, not wall time: on a busy machine 400 ms of wall time can hold 80 ms of CPU. It
+// gives up after a minute of wall time.
 func burn(d time.Duration) {
 	cpu := func() time.Duration {
 		var ru syscall.Rusage
