@@ -15,6 +15,7 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -59,6 +60,7 @@ type options struct {
 	workloads []Workload
 	profile   bool
 	timeout   time.Duration
+	resume    string
 }
 
 func main() {
@@ -72,6 +74,7 @@ func main() {
 	flag.IntVar(&o.pairs, "pairs", 5, "rounds per workload; each runs A, B and A2 once")
 	flag.BoolVar(&o.profile, "profile", true, "take a CPU profile of every run's measured phase (-perf-cpuprofile)")
 	flag.DurationVar(&o.timeout, "timeout", 45*time.Minute, "give up on one run after this long")
+	flag.StringVar(&o.resume, "resume", "", "continue an interrupted invocation in its runs directory (<out>/runs/<stamp>): runs that finished are kept")
 	from := flag.String("recollect", "", "rebuild the report from the run directories of an earlier invocation (<out>/runs/<stamp>) instead of running")
 	smoke := flag.Bool("smoke", false, "a quick check that the benchmark works: A and B once each of upstream's half_100nodes and of ComputeDomain/504trays")
 	flag.Parse()
@@ -153,6 +156,9 @@ func run(o options, smoke bool) error {
 	env.ModuleDir = strings.TrimSpace(string(dir))
 	stamp := time.Now().Format("20060102-150405")
 	runsDir := filepath.Join(out, "runs", stamp)
+	if o.resume != "" {
+		runsDir, stamp = abs(o.resume), filepath.Base(o.resume)
+	}
 	if err := os.MkdirAll(runsDir, 0o755); err != nil {
 		return err
 	}
@@ -162,7 +168,11 @@ func run(o options, smoke bool) error {
 	for round := 0; round < o.pairs; round++ {
 		for _, w := range o.workloads {
 			for _, v := range order(round, smoke) {
-				r := runOne(env, w, v, round, filepath.Join(runsDir, fmt.Sprintf("%s-r%d-%s", safeName(w.Name), round, v)))
+				dir := filepath.Join(runsDir, fmt.Sprintf("%s-r%d-%s", safeName(w.Name), round, v))
+				r, done := finished(dir)
+				if !done {
+					r = runOne(env, w, v, round, dir)
+				}
 				fmt.Println("  " + r.Line())
 				if r.Error != "" {
 					failed = append(failed, fmt.Sprintf("%s %s round %d: %s", w.Name, v, round, r.Error))
@@ -180,6 +190,16 @@ func run(o options, smoke bool) error {
 		return fmt.Errorf("%d run(s) failed:\n  %s", len(failed), strings.Join(failed, "\n  "))
 	}
 	return nil
+}
+
+// finished returns the run recorded in dir when it completed without an error.
+func finished(dir string) (Run, bool) {
+	var r Run
+	b, err := os.ReadFile(filepath.Join(dir, "run.json"))
+	if err != nil || json.Unmarshal(b, &r) != nil || r.Error != "" {
+		return Run{}, false
+	}
+	return r, true
 }
 
 func writeReport(out, stamp string, rounds int, smoke bool, workloads []Workload, runs []Run) error {
