@@ -56,6 +56,7 @@ impl bindings::Guest for Policy {
             guest_path: args.guest_path.clone(),
             call_timeout_ms: args.call_timeout_ms(),
             memory_limit_mib: args.guest_memory_limit_mib,
+            plain_pod_steering: args.plain_pod_steering,
         };
         with_view(|v| v.set_args(args));
         Ok(settings)
@@ -73,24 +74,32 @@ impl bindings::Guest for Policy {
                 OverlayOp::AddPod((k, n)) => policy::OverlayOp::AddPod(k, n),
             })
             .collect();
-        let r = with_view(|v| v.pre_filter(pod, &overlay, now_ms));
-        wv::PreFilterResult {
-            status: verdict(r.status),
-            domain: r.domain,
-            reasons: r.reasons,
-            exclusive: r.exclusive,
-            cliques: r
-                .cliques
-                .into_iter()
-                .map(|c| wv::CliqueVerdict { clique: c.clique, verdict: verdict(c.verdict), score: c.score })
-                .collect(),
-            other: verdict(r.other),
-            nodes: r.nodes.into_iter().map(|n| wv::NodeVerdict { node: n.node, verdict: verdict(n.verdict) }).collect(),
-        }
+        result(with_view(|v| v.pre_filter(pod, &overlay, now_ms)))
+    }
+
+    fn steer(gpus: bool) -> wv::PreFilterResult {
+        result(with_view(|v| v.steer(gpus)))
     }
 }
 
 bindings::export!(Policy with_types_in bindings);
+
+fn result(r: policy::PreFilterResult) -> wv::PreFilterResult {
+    wv::PreFilterResult {
+        status: verdict(r.status),
+        domain: r.domain,
+        reasons: r.reasons,
+        exclusive: r.exclusive,
+        cliques: r
+            .cliques
+            .into_iter()
+            .map(|c| wv::CliqueVerdict { clique: c.clique, verdict: verdict(c.verdict), score: c.score })
+            .collect(),
+        other: verdict(r.other),
+        other_score: r.other_score,
+        nodes: r.nodes.into_iter().map(|n| wv::NodeVerdict { node: n.node, verdict: verdict(n.verdict) }).collect(),
+    }
+}
 
 fn verdict(v: policy::Verdict) -> wv::Verdict {
     let code = match v.code {

@@ -80,6 +80,7 @@ mod faulty {
                 guest_path: None,
                 call_timeout_ms,
                 memory_limit_mib,
+                plain_pod_steering: false,
             })
         }
 
@@ -119,16 +120,25 @@ mod faulty {
                 }
                 _ => {}
             }
-            let skip = Verdict { code: Code::Skip, reason: 0 };
-            PreFilterResult {
-                status: skip,
-                domain: None,
-                reasons: alloc::vec![String::new()],
-                exclusive: false,
-                cliques: Vec::new(),
-                other: skip,
-                nodes: Vec::new(),
-            }
+            skipped()
+        }
+
+        fn steer(_: bool) -> PreFilterResult {
+            skipped()
+        }
+    }
+
+    fn skipped() -> PreFilterResult {
+        let skip = Verdict { code: Code::Skip, reason: 0 };
+        PreFilterResult {
+            status: skip,
+            domain: None,
+            reasons: alloc::vec![String::new()],
+            exclusive: false,
+            cliques: Vec::new(),
+            other: skip,
+            other_score: 0,
+            nodes: Vec::new(),
         }
     }
 

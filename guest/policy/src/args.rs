@@ -71,6 +71,11 @@ pub struct Args {
     /// 0 starts it with the pods seen at once.
     #[serde(default = "default_size_settle")]
     pub size_settle_seconds: u32,
+    /// Score pods without a ComputeDomain (GPU and CPU pods) toward nodes without a clique, then
+    /// toward cliques already broken, away from intact ones; keep plain GPU pods off free trays a
+    /// starting domain still needs. Off: such pods are skipped (the stock scheduler's placement).
+    #[serde(default = "default_true")]
+    pub plain_pod_steering: bool,
 
     // Host fields: the host applies them, the policy validates them (one validator for the
     // whole schema, one place for the defaults).
@@ -111,6 +116,9 @@ fn default_size_annotation() -> String {
 }
 fn default_max_trays() -> u32 {
     18
+}
+fn default_true() -> bool {
+    true
 }
 fn default_size_settle() -> u32 {
     DEFAULT_SIZE_SETTLE_SECONDS

@@ -138,6 +138,7 @@ impl View {
             exclusive: decision.exclusive,
             cliques: decision.cliques,
             other: decision.other,
+            other_score: 0,
             nodes: decision.nodes,
         }
     }

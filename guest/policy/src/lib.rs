@@ -18,9 +18,12 @@
 //! 7. best fit across cliques;
 //! 8. host-managed IMEX relaxes rule 2.
 //!
+//! Pods without a ComputeDomain are steered away from intact cliques and off free trays a
+//! starting domain still needs ([`View::steer`], `plainPodSteering`).
+//!
 //! Modules: [`args`] (plugin arguments), [`facts`] (input), [`view`] (incremental aggregates),
 //! `nodes` (per-node summaries, per-clique aggregates), `member` (ComputeDomain membership),
-//! [`size`] (a domain's size and its source), `decide` (PreFilter), [`verdict`] (output), [`error`].
+//! [`size`] (a domain's size and its source), `decide` (PreFilter), `steer` (plain pods), [`verdict`] (output), [`error`].
 #![no_std]
 
 extern crate alloc;
@@ -32,6 +35,7 @@ pub mod facts;
 mod member;
 mod nodes;
 pub mod size;
+mod steer;
 #[cfg(test)]
 mod testutil;
 pub mod verdict;
@@ -42,5 +46,6 @@ pub use decide::CANDIDATE_CLIQUES;
 pub use error::{Error, Result};
 pub use facts::*;
 pub use size::{DomainSize, SizeSource};
+pub use steer::{SCORE_BROKEN_MIN, SCORE_BROKEN_SPAN, SCORE_INTACT, SCORE_NO_CLIQUE};
 pub use verdict::*;
 pub use view::View;

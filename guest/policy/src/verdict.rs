@@ -72,6 +72,8 @@ pub struct PreFilterResult {
     pub cliques: Vec<CliqueVerdict>,
     /// For nodes whose clique is not listed.
     pub other: Verdict,
+    /// Score of those nodes when `other` is success (plain-pod steering); 0 otherwise.
+    pub other_score: u32,
     pub nodes: Vec<NodeVerdict>,
 }
 

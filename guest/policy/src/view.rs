@@ -74,6 +74,11 @@ impl Domain {
         self.placed.values().sum()
     }
 
+    /// The clique it started in and how many of its pods are still to be placed there.
+    pub fn promise(&self) -> Option<(StrId, u32)> {
+        self.promise
+    }
+
     /// The clique holding most of its placed pods (ties: smallest id, i.e. first interned).
     pub fn home(&self) -> Option<StrId> {
         self.placed.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))).map(|(c, _)| *c)

@@ -538,6 +538,7 @@ mod tests {
             exclusive: allowed.is_some(),
             cliques: Default::default(),
             other: ok,
+            other_score: 0,
             nodes: Default::default(),
             node_set: allowed.map(|v| v.into_iter().map(String::from).collect()),
         }

@@ -1,5 +1,5 @@
 /*
- * cdplace.h — C ABI of the cdplace host (libcdplace_host.a), version 2.
+ * cdplace.h — C ABI of the cdplace host (libcdplace_host.a), version 3.
  *
  * Runs the cdplace placement policy, a WebAssembly component, inside wasmtime on behalf of
  * kube-scheduler. Conventions (as in wasmtime's C API):
@@ -195,12 +195,13 @@ cdplace_error_t *cdplace_cluster_forget(const cdplace_cluster_t *c, const char *
  * applied; overlay_len 0 means none:
  *   u32 n x (u8 op (1 remove, 2 add), str namespace, str name, str node ("" for remove))
  * Writes the packed decision to *out:
- *   "CDP2"
+ *   "CDP3"
  *   u32 nreasons, nreasons x str
  *   status: u8 code (cdplace_code_t), u32 reason (index into the reasons)
  *   u8 has_domain, [str domain]                    the pod's ComputeDomain UID
  *   u8 exclusive                                   only the successful cliques are allowed
- *   other: u8 code, u32 reason                     nodes whose clique is not listed
+ *   other: u8 code, u32 reason, u32 score          nodes whose clique is not listed (score:
+ *                                                  when other is Success, plain-pod steering)
  *   u32 ncliques x (str label, u8 code, u32 reason, u32 score)   by clique label value
  *   u32 nnodes x (str node, u8 code, u32 reason)                 nodes that differ from their clique
  *   u8 has_node_set, [u32 n x str node]            the PreFilterResult: when exclusive, the nodes
@@ -209,7 +210,7 @@ cdplace_error_t *cdplace_cluster_forget(const cdplace_cluster_t *c, const char *
  *                                                  (ties at the cut included); otherwise absent
  *                                                  (all nodes)
  * Filter(node) = status if not Success, else nodes[node], else cliques[label], else other;
- * Score(node) = cliques[label].score when Filter(node) is Success.
+ * Score(node) = cliques[label].score, else other's score, when Filter(node) is Success.
  * Errors: CDPLACE_ERROR_UNKNOWN_POD; CDPLACE_ERROR_TRAP, _TIMEOUT, _OUT_OF_MEMORY (the instance is
  * discarded and the next call uses a fresh one); CDPLACE_ERROR_BAD_CALL for a malformed overlay.
  * Thread-safe: concurrent calls run on separate guest instances.
@@ -217,6 +218,18 @@ cdplace_error_t *cdplace_cluster_forget(const cdplace_cluster_t *c, const char *
 cdplace_error_t *cdplace_cluster_pre_filter(const cdplace_cluster_t *c, const char *ns, size_t ns_len,
                                             const char *name, size_t name_len, const uint8_t *overlay,
                                             size_t overlay_len, cdplace_bytes_t *out);
+
+/**
+ * Plain-pod steering: where a pod without a ComputeDomain should go, the same answer for every
+ * such pod on the same view (cache it per view version). gpus: 1 when the pod uses GPUs, else 0.
+ * Writes a packed decision to *out, as cdplace_cluster_pre_filter (never a node set; other is
+ * Success with its score): status Skip when plainPodSteering is off or no node has a clique;
+ * else per clique a score (broken cliques above intact ones, nodes without a clique above both)
+ * and, for GPU pods, Unschedulable on cliques whose free trays are all promised to starting
+ * domains, with the nodes there that stay open listed. Errors as for PreFilter.
+ * Thread-safe.
+ */
+cdplace_error_t *cdplace_cluster_steer(const cdplace_cluster_t *c, uint8_t gpus, cdplace_bytes_t *out);
 
 #ifdef __cplusplus
 }

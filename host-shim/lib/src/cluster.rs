@@ -93,10 +93,21 @@ impl Cluster {
         self.pool.pre_filter(namespace, name, overlay, decision::decision)
     }
 
-    /// [`Cluster::pre_filter`] answered in the packed `CDP2` form (see [`crate::decision`]): what
+    /// [`Cluster::pre_filter`] answered in the packed `CDP3` form (see [`crate::decision`]): what
     /// the Go adapter reads; no per-node strings are built.
     pub fn pre_filter_packed(&self, namespace: &str, name: &str, overlay: &[Overlay]) -> Result<Vec<u8>> {
         self.pool.pre_filter(namespace, name, overlay, decision::packed)
+    }
+
+    /// Plain-pod steering: where a pod without a ComputeDomain should go (`gpus`: it uses GPUs).
+    /// The answer is the same for every such pod on the same view.
+    pub fn steer(&self, gpus: bool) -> Result<Decision> {
+        self.pool.steer(gpus, decision::decision)
+    }
+
+    /// [`Cluster::steer`] in the packed `CDP3` form.
+    pub fn steer_packed(&self, gpus: bool) -> Result<Vec<u8>> {
+        self.pool.steer(gpus, decision::packed)
     }
 
     /// Every node with its clique label value, sorted by name.

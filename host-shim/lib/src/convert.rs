@@ -113,6 +113,7 @@ pub(crate) fn result(r: v::PreFilterResult) -> p::PreFilterResult {
             .map(|c| p::CliqueVerdict { clique: c.clique, verdict: verdict(c.verdict), score: c.score })
             .collect(),
         other: verdict(r.other),
+        other_score: r.other_score,
         nodes: r.nodes.into_iter().map(|n| p::NodeVerdict { node: n.node, verdict: verdict(n.verdict) }).collect(),
     }
 }

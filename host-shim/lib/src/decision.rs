@@ -1,17 +1,17 @@
 //! What PreFilter decided for a pod, in the two forms the host gives it: [`Decision`] (every id
-//! resolved to its string; the CLI and tests) and the packed `CDP2` bytes the Go adapter reads
+//! resolved to its string; the CLI and tests) and the packed `CDP3` bytes the Go adapter reads
 //! (no per-node strings built). Both carry the PreFilterResult node set, decided here once
 //! ([`CANDIDATE_CLIQUES`]).
 //!
-//! `CDP2`, little-endian, `str` = u32 length + UTF-8 (the same text as `include/cdplace.h`):
+//! `CDP3`, little-endian, `str` = u32 length + UTF-8 (the same text as `include/cdplace.h`):
 //!
 //! ```text
-//! "CDP2"
+//! "CDP3"
 //! u32 nreasons, nreasons x str
 //! status: u8 code, u32 reason
 //! u8 has_domain, [str domain]
 //! u8 exclusive
-//! other: u8 code, u32 reason
+//! other: u8 code, u32 reason, u32 score
 //! u32 ncliques x (str label, u8 code, u32 reason, u32 score)
 //! u32 nnodes x (str node, u8 code, u32 reason)
 //! u8 has_node_set, [u32 n x str node]
@@ -19,7 +19,8 @@
 //!
 //! `code` is `cdplace_code_t` (`Code as u8`), `reason` an index into the reasons.
 //! Filter(node) = status if not Success, else nodes[node], else cliques[label], else other;
-//! Score(node) = cliques[label].score when Filter(node) is Success.
+//! Score(node) = cliques[label].score, or other's score for a node outside the listed cliques,
+//! when Filter(node) is Success.
 
 use std::collections::BTreeMap;
 
@@ -33,7 +34,7 @@ use crate::wire::Writer;
 pub use cdplace_policy::CANDIDATE_CLIQUES;
 
 /// The first four bytes of a packed decision.
-pub const MAGIC: &[u8; 4] = b"CDP2";
+pub const MAGIC: &[u8; 4] = b"CDP3";
 
 /// A framework status: code and reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +56,8 @@ pub struct Decision {
     pub cliques: BTreeMap<String, (Status, u32)>,
     /// Verdict for nodes whose clique is not listed.
     pub other: Status,
+    /// Their score when `other` is success (plain-pod steering).
+    pub other_score: u32,
     /// Nodes whose verdict differs from their clique's.
     pub nodes: BTreeMap<String, Status>,
     /// The PreFilterResult, sorted: when exclusive, the nodes of the domain's clique; for a domain
@@ -77,7 +80,7 @@ impl Decision {
         match of_clique {
             Some((s, score)) if s.code == Code::Success => (s, Some(*score)),
             Some((s, _)) => (s, None),
-            None => (&self.other, None),
+            None => (&self.other, (self.other.code == Code::Success).then_some(self.other_score)),
         }
     }
 }
@@ -85,7 +88,8 @@ impl Decision {
 /// The cliques whose nodes form the PreFilterResult, or none for no restriction: the cliques the
 /// policy offers (Success), when it offers any.
 fn chosen_cliques(r: &PreFilterResult) -> Option<Vec<StrId>> {
-    if r.status.code != Code::Success {
+    // A node outside the listed cliques may pass (plain-pod steering): no restriction.
+    if r.status.code != Code::Success || r.other.code == Code::Success {
         return None;
     }
     let offered: Vec<StrId> = r.cliques.iter().filter(|c| c.verdict.code == Code::Success).map(|c| c.clique).collect();
@@ -115,12 +119,13 @@ pub(crate) fn decision(st: &State, r: &PreFilterResult) -> Decision {
         exclusive: r.exclusive,
         cliques: r.cliques.iter().map(|c| (text(c.clique), (status(r, c.verdict), c.score))).collect(),
         other: status(r, r.other),
+        other_score: r.other_score,
         nodes: r.nodes.iter().map(|n| (text(n.node), status(r, n.verdict))).collect(),
         node_set: node_set(st, r).map(|v| v.into_iter().map(String::from).collect()),
     }
 }
 
-/// `r` in the packed `CDP2` form.
+/// `r` in the packed `CDP3` form.
 pub(crate) fn packed(st: &State, r: &PreFilterResult) -> Vec<u8> {
     fn verdict(out: &mut Vec<u8>, v: Verdict) {
         out.put_u8(v.code as u8);
@@ -141,6 +146,7 @@ pub(crate) fn packed(st: &State, r: &PreFilterResult) -> Vec<u8> {
     out.put_ostr(r.domain.map(text));
     out.put_bool(r.exclusive);
     verdict(&mut out, r.other);
+    out.put_u32(r.other_score);
     out.put_u32(count(r.cliques.len()));
     for c in &r.cliques {
         out.put_str(text(c.clique));
@@ -182,6 +188,7 @@ mod tests {
                 .map(|&(clique, code, score)| CliqueVerdict { clique, verdict: Verdict { code, reason: 0 }, score })
                 .collect(),
             other: Verdict { code: Code::Unschedulable, reason: 0 },
+            other_score: 0,
             nodes: vec![],
         }
     }
@@ -202,5 +209,8 @@ mod tests {
         let mut failed = result(false, &[(1, S, 10)]);
         failed.status = Verdict { code: U, reason: 0 };
         assert_eq!(chosen_cliques(&failed), None);
+        let mut steered = result(false, &[(1, S, 10)]);
+        steered.other = Verdict::SUCCESS;
+        assert_eq!(chosen_cliques(&steered), None, "nodes outside the cliques may pass: no restriction");
     }
 }

@@ -36,6 +36,8 @@ pub trait Evaluator: Send + std::fmt::Debug {
     /// Decides where the pod with this key may go, as if `overlay` were applied, at the host's
     /// time `now_ms` (Unix milliseconds).
     fn pre_filter(&mut self, pod: StrId, overlay: &[OverlayOp], now_ms: i64) -> Result<PreFilterResult>;
+    /// Where a pod without a ComputeDomain should go (`gpus`: it uses GPUs).
+    fn steer(&mut self, gpus: bool) -> Result<PreFilterResult>;
 }
 
 /// Makes the evaluators of a cluster.
@@ -55,6 +57,10 @@ impl Evaluator for GuestInstance {
 
     fn pre_filter(&mut self, pod: StrId, overlay: &[OverlayOp], now_ms: i64) -> Result<PreFilterResult> {
         GuestInstance::pre_filter(self, pod, overlay, now_ms)
+    }
+
+    fn steer(&mut self, gpus: bool) -> Result<PreFilterResult> {
+        GuestInstance::steer(self, gpus)
     }
 }
 

@@ -357,7 +357,7 @@ pub unsafe extern "C" fn cdplace_cluster_forget(
 }
 
 /// PreFilter for the pod `ns/name`, as if the packed overlay (layout in the header; zero bytes
-/// for none) were applied. Writes the packed decision `CDP2` to `out` (free with
+/// for none) were applied. Writes the packed decision `CDP3` to `out` (free with
 /// `cdplace_bytes_delete`). A guest trap, timeout or memory exhaustion is an error
 /// (`CDPLACE_ERROR_TRAP`, `_TIMEOUT`, `_OUT_OF_MEMORY`); the instance is discarded and the next
 /// call uses a fresh one.
@@ -390,5 +390,30 @@ pub unsafe extern "C" fn cdplace_cluster_pre_filter(
         }
         let overlay = overlay::decode(overlay)?;
         give(out, c.pre_filter_packed(ns, name, &overlay)?)
+    })
+}
+
+/// Plain-pod steering: where a pod without a ComputeDomain should go; `gpus` is 1 when it uses
+/// GPUs, else 0. Writes the packed decision (`CDP3`, as `cdplace_cluster_pre_filter`) to `out`.
+/// Errors as for PreFilter (no unknown pod).
+///
+/// # Safety
+/// `c` must be a live cluster; `out` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cdplace_cluster_steer(
+    c: *const cdplace_cluster_t,
+    gpus: u8,
+    out: *mut cdplace_bytes_t,
+) -> *mut cdplace_error_t {
+    guard(|| {
+        // SAFETY: per the contract above.
+        let c = unsafe { cluster(c)? };
+        if out.is_null() {
+            return Err(bad_call("out is NULL"));
+        }
+        if gpus > 1 {
+            return Err(bad_call("gpus must be 0 or 1"));
+        }
+        give(out, c.steer_packed(gpus == 1)?)
     })
 }

@@ -240,13 +240,39 @@ impl Pool {
         overlay: &[Overlay],
         convert: impl Fn(&State, &PreFilterResult) -> T,
     ) -> Result<T> {
+        let what = || format!("{namespace}/{name}");
+        self.decide(what, convert, |sh| {
+            let Some(pod) = sh.state.pod(namespace, name) else {
+                return Err(Error::UnknownPod(what()));
+            };
+            let ops = sh.state.overlay(overlay);
+            Ok(move |e: &mut dyn Evaluator| e.pre_filter(pod, &ops, now_ms()))
+        })
+    }
+
+    /// Plain-pod steering (`gpus`: the pod uses GPUs), turned into `T` like [`Pool::pre_filter`].
+    pub fn steer<T>(&self, gpus: bool, convert: impl Fn(&State, &PreFilterResult) -> T) -> Result<T> {
+        let what = || String::from(if gpus { "plain GPU pod" } else { "plain pod" });
+        self.decide(what, convert, |_| Ok(move |e: &mut dyn Evaluator| e.steer(gpus)))
+    }
+
+    /// One decision call: `prepare` reads the ids it needs from the state (under the lock), the
+    /// call it returns runs on a caught-up instance, and the result is converted against the state
+    /// of the same string generation; if the strings were compacted meanwhile, it runs again. A
+    /// guest failure discards the instance; the next call gets a fresh one.
+    fn decide<T, F>(
+        &self,
+        what: impl Fn() -> String,
+        convert: impl Fn(&State, &PreFilterResult) -> T,
+        prepare: impl Fn(&mut Shared) -> Result<F>,
+    ) -> Result<T>
+    where
+        F: FnOnce(&mut dyn Evaluator) -> Result<PreFilterResult>,
+    {
         loop {
-            let (pod, ops, wanted) = {
+            let (call, wanted) = {
                 let mut sh = self.shared();
-                let Some(pod) = sh.state.pod(namespace, name) else {
-                    return Err(Error::UnknownPod(format!("{namespace}/{name}")));
-                };
-                (pod, sh.state.overlay(overlay), sh.generation)
+                (prepare(&mut sh)?, sh.generation)
             };
             let mut lease = self.checkout()?;
             if lease.generation != wanted {
@@ -254,10 +280,10 @@ impl Pool {
                 self.checkin(lease);
                 continue;
             }
-            let r = match lease.instance.pre_filter(pod, &ops, now_ms()) {
+            let r = match call(lease.instance.as_mut()) {
                 Ok(r) => r,
                 Err(e) => {
-                    tracing::warn!(error = %crate::error::chain(&e), pod = %format!("{namespace}/{name}"), "policy call failed; instance discarded");
+                    tracing::warn!(error = %crate::error::chain(&e), pod = %what(), "policy call failed; instance discarded");
                     self.shared().release(lease.pos, lease.generation);
                     return Err(e);
                 }

@@ -236,4 +236,13 @@ impl GuestInstance {
             Err(e) => Err(self.fail(e)),
         }
     }
+
+    /// Plain-pod steering: where a pod without a ComputeDomain should go.
+    pub fn steer(&mut self, gpus: bool) -> Result<cdplace_policy::PreFilterResult> {
+        self.arm();
+        match self.policy.call_steer(&mut self.store, gpus) {
+            Ok(r) => Ok(convert::result(r)),
+            Err(e) => Err(self.fail(e)),
+        }
+    }
 }

@@ -10,7 +10,7 @@ use crate::runtime::Limits;
 
 /// The validated arguments the host needs. Serializes to the JSON of `cdplace_cluster_settings`:
 /// `{"cliqueLabel","gpuResourceName","gpuDriver","computeDomainDriver","sizeAnnotation",
-/// "guestPath" (string|null),"callTimeoutMs","memoryLimitMiB"}`.
+/// "guestPath" (string|null),"callTimeoutMs","memoryLimitMiB","plainPodSteering"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Settings {
@@ -31,6 +31,8 @@ pub struct Settings {
     /// `guestMemoryLimitMiB`.
     #[serde(rename = "memoryLimitMiB")]
     pub memory_limit_mib: u32,
+    /// `plainPodSteering`: ask the policy where pods without a ComputeDomain should go.
+    pub plain_pod_steering: bool,
 }
 
 impl Settings {
@@ -59,6 +61,7 @@ impl From<crate::bindings::Settings> for Settings {
             guest_path: s.guest_path,
             call_timeout_ms: s.call_timeout_ms,
             memory_limit_mib: s.memory_limit_mib,
+            plain_pod_steering: s.plain_pod_steering,
         }
     }
 }
@@ -75,6 +78,7 @@ impl From<&cdplace_policy::Args> for Settings {
             guest_path: a.guest_path.clone(),
             call_timeout_ms: a.call_timeout_ms(),
             memory_limit_mib: a.guest_memory_limit_mib,
+            plain_pod_steering: a.plain_pod_steering,
         }
     }
 }
@@ -89,7 +93,7 @@ mod tests {
         assert_eq!(s.limits(), Limits::default());
         assert_eq!(
             s.to_json(),
-            r#"{"cliqueLabel":"nvidia.com/gpu.clique","gpuResourceName":"nvidia.com/gpu","gpuDriver":"gpu.nvidia.com","computeDomainDriver":"compute-domain.nvidia.com","sizeAnnotation":"cdplace.nvidia.com/size","guestPath":null,"callTimeoutMs":2000,"memoryLimitMiB":512}"#
+            r#"{"cliqueLabel":"nvidia.com/gpu.clique","gpuResourceName":"nvidia.com/gpu","gpuDriver":"gpu.nvidia.com","computeDomainDriver":"compute-domain.nvidia.com","sizeAnnotation":"cdplace.nvidia.com/size","guestPath":null,"callTimeoutMs":2000,"memoryLimitMiB":512,"plainPodSteering":true}"#
         );
     }
 

@@ -137,7 +137,7 @@ fn message(bytes: &[u8]) -> String {
 #[test]
 fn malformed_batches_name_the_record_and_offset() {
     assert_eq!(message(b"CDF"), "malformed facts batch at byte 0: magic: truncated (needs 4 bytes, 3 left)");
-    assert_eq!(message(b"CDP2\0\0\0\0"), "malformed facts batch at byte 0: magic: expected \"CDF1\", got \"CDP2\"");
+    assert_eq!(message(b"CDP3\0\0\0\0"), "malformed facts batch at byte 0: magic: expected \"CDF1\", got \"CDP3\"");
     let one = encode(&every_kind()[..1]);
     // Record 0 cut short inside its gpus field.
     assert_eq!(

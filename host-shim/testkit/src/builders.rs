@@ -227,6 +227,16 @@ impl Twin {
         assert_eq!(crate::packed::decode_decision(&packed), w, "the packed decision differs for {ns}/{name}");
         n
     }
+
+    /// Plain-pod steering on both builds; they must agree exactly, packed included.
+    pub fn steer(&self, gpus: bool) -> Decision {
+        let n = self.native.steer(gpus).expect("native steer");
+        let w = self.wasm.steer(gpus).expect("wasm steer");
+        assert_eq!(n, w, "native and wasm policies disagree on steering (gpus: {gpus})");
+        let packed = self.wasm.steer_packed(gpus).expect("wasm steer_packed");
+        assert_eq!(crate::packed::decode_decision(&packed), w, "the packed steering decision differs");
+        n
+    }
 }
 
 /// Filter's code and reason plus Score for one node, as the plugin would read them.

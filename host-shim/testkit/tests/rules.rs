@@ -1034,3 +1034,48 @@ fn a_jobset_pair_of_jobs_counts_both_owners_and_later_pods_never_leave_the_cliqu
         )
     );
 }
+
+// ---------------------------------------------------------------- plain-pod steering
+
+/// A plain GPU pod is scored toward unlabelled nodes, then the broken clique, then the intact
+/// one; it may not take the last free tray promised to a starting domain, but may share a tray
+/// already in use there.
+#[test]
+fn plain_pods_are_steered_off_intact_cliques_and_promised_trays() {
+    let mut objs = rack("a", 1, 4); // intact
+    objs.extend(rack("b", 2, 4)); // a domain of 3 started here: 2 bound
+    objs.push(node("cpu-0", None, 0));
+    objs.extend(domain(NS, "cd", "uid-cd"));
+    for i in 0..3 {
+        let p = annotate(cd_pod(NS, "cd", &format!("w{i}")), "cdplace.nvidia.com/size", "3");
+        objs.push(if i < 2 { bound(p, &format!("b-{i:02}")) } else { p });
+    }
+    objs.push(bound(pod(NS, "half", None, 2), "b-02"));
+    let t = Twin::new(&objs);
+    let d = t.steer(true);
+    assert_eq!(d.status.code, Code::Success);
+    assert_eq!(d.node_set, None, "steering never restricts the node set");
+    let (code, _, unlabelled) = verdict(&d, "cpu-0", None);
+    assert_eq!((code, unlabelled), (Code::Success, Some(100)));
+    let (code, _, intact) = verdict(&d, "a-00", Some(&c(1)));
+    assert_eq!((code, intact), (Code::Success, Some(10)));
+    // b-03, the only free tray of clique 2, is promised to cd's last pod.
+    let (code, reason, _) = verdict(&d, "b-03", Some(&c(2)));
+    assert_eq!(code, Code::Unschedulable);
+    assert_eq!(
+        reason,
+        format!(
+            "the 1 free tray(s) of NVLink clique {} are promised to ComputeDomain {NS}/cd (1 more pod(s)) starting there; a pod without a ComputeDomain may use a tray already in use there, or another clique",
+            c(2)
+        )
+    );
+    let (code, _, shared) = verdict(&d, "b-02", Some(&c(2)));
+    assert_eq!(code, Code::Success, "the tray a plain pod already uses stays open");
+    assert!(shared > intact && unlabelled > shared, "{unlabelled:?} > {shared:?} > {intact:?}");
+    // A CPU pod is scored the same way, never rejected.
+    let cpu = t.steer(false);
+    assert_eq!(verdict(&cpu, "b-03", Some(&c(2))).0, Code::Success);
+    // Off: skipped.
+    let off = Twin::with_args(r#"{"plainPodSteering": false}"#, &objs);
+    assert_eq!(off.steer(true).status.code, Code::Skip);
+}

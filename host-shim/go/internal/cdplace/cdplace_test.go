@@ -171,14 +171,14 @@ func TestEveryCallIsCounted(t *testing.T) {
 func TestDecisionDecoding(t *testing.T) {
 	// status Success, domain "d", exclusive, other Unschedulable "x", one clique, one node, a node set.
 	var b []byte
-	b = append(b, "CDP2"...)
+	b = append(b, "CDP3"...)
 	b = append(b, 2, 0, 0, 0)
 	b = appendStr(b, "")
 	b = appendStr(b, "x")
 	b = append(b, byte(CodeSuccess), 0, 0, 0, 0)
 	b = appendStr(append(b, 1), "d")
 	b = append(b, 1)
-	b = append(b, byte(CodeUnschedulable), 1, 0, 0, 0)
+	b = append(b, byte(CodeUnschedulable), 1, 0, 0, 0, 0, 0, 0, 0)
 	b = append(b, 1, 0, 0, 0)
 	b = appendStr(b, "u.1")
 	b = append(b, byte(CodeSuccess), 0, 0, 0, 0, 70, 0, 0, 0)

@@ -78,6 +78,8 @@ type Settings struct {
 	CallTimeoutMs uint64 `json:"callTimeoutMs"`
 	// MemoryLimitMiB bounds one policy instance's memory.
 	MemoryLimitMiB uint64 `json:"memoryLimitMiB"`
+	// PlainPodSteering: pods without a ComputeDomain are steered (Cluster.Steer).
+	PlainPodSteering bool `json:"plainPodSteering"`
 }
 
 // Settings returns the validated arguments the host needs.
@@ -145,6 +147,23 @@ func (c *Cluster) PreFilter(namespace, name string, overlay []Overlay) (*Decisio
 	runtime.KeepAlive(ov)
 	runtime.KeepAlive(namespace)
 	runtime.KeepAlive(name)
+	runtime.KeepAlive(c)
+	if err != nil {
+		return nil, err
+	}
+	return DecodeDecision(takeBytes(&out))
+}
+
+// Steer is plain-pod steering: where a pod without a ComputeDomain should go (gpus: it uses
+// GPUs). The answer is the same for every such pod on the same view.
+func (c *Cluster) Steer(gpus bool) (*Decision, error) {
+	var g C.uint8_t
+	if gpus {
+		g = 1
+	}
+	var out C.cdplace_bytes_t
+	c.cross()
+	err := take(C.cdplace_cluster_steer(c.ptr, g, &out))
 	runtime.KeepAlive(c)
 	if err != nil {
 		return nil, err

@@ -29,6 +29,8 @@ type Decision struct {
 	Cliques map[string]CliqueVerdict
 	// Other is the verdict for nodes whose clique is not listed.
 	Other Verdict
+	// OtherScore is their score when Other is Success (plain-pod steering).
+	OtherScore uint32
 	// Nodes lists the nodes whose verdict differs from their clique's.
 	Nodes map[string]Verdict
 	// NodeSet is the PreFilterResult: the only nodes the pod may go to; nil for all nodes.
@@ -38,7 +40,7 @@ type Decision struct {
 // Node is Filter's verdict for a node with this name and clique label value ("" when the node
 // has none), and Score's score when the node passes Filter (scored is false when it has none):
 // the status when it is not Success, else the node's own verdict, else its clique's, else
-// Other; the score is its clique's.
+// Other; the score is its clique's, or OtherScore.
 func (d *Decision) Node(name, clique string) (v Verdict, score int64, scored bool) {
 	if d.Status.Code != CodeSuccess {
 		return d.Status, 0, false
@@ -53,7 +55,7 @@ func (d *Decision) Node(name, clique string) (v Verdict, score int64, scored boo
 	if inClique {
 		return c.Verdict, int64(c.Score), c.Code == CodeSuccess
 	}
-	return d.Other, 0, false
+	return d.Other, int64(d.OtherScore), d.Other.Code == CodeSuccess
 }
 
 // OverlayOp is what an overlay entry does.
@@ -171,9 +173,9 @@ func (r *reader) count(what string, min int) int {
 }
 
 // decisionMagic opens a packed decision.
-const decisionMagic = "CDP2"
+const decisionMagic = "CDP3"
 
-// DecodeDecision reads a packed decision (include/cdplace.h, "CDP2").
+// DecodeDecision reads a packed decision (include/cdplace.h, "CDP3").
 func DecodeDecision(b []byte) (*Decision, error) {
 	if len(b) < 4 || string(b[:4]) != decisionMagic {
 		return nil, fmt.Errorf("cdplace: packed decision does not start with %q", decisionMagic)
@@ -189,6 +191,7 @@ func DecodeDecision(b []byte) (*Decision, error) {
 	}
 	d.Exclusive = r.u8("exclusive") == 1
 	d.Other = r.verdict("other", reasons)
+	d.OtherScore = r.u32("other score")
 	n := r.count("ncliques", 13)
 	d.Cliques = make(map[string]CliqueVerdict, n)
 	for i := 0; i < n && r.err == nil; i++ {

@@ -71,7 +71,9 @@ func TestClassification(t *testing.T) {
 	for _, c := range cases {
 		objs = append(objs, c.pod)
 	}
-	e := newEnv(t, "", rack("a", 1, 4), []*unstructured.Unstructured{computeDomain("cd", "uid-cd", 4)}, objs...)
+	// Steering off: this is about which pods the policy decides as ComputeDomain pods
+	// (TestPlainPodsAreSteered covers what steering adds).
+	e := newEnv(t, `{"plainPodSteering": false}`, rack("a", 1, 4), []*unstructured.Unstructured{computeDomain("cd", "uid-cd", 4)}, objs...)
 	e.apply()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -114,7 +116,7 @@ func TestWithoutTheComputeDomainAPI(t *testing.T) {
 	t.Cleanup(func() { timeNow = time.Now })
 	dra := podWithClaim("dra", v1.PodResourceClaim{Name: "c", ResourceClaimTemplateName: ptr.To("one-gpu")}, "")
 	p := cdPod("cd", "p")
-	e := newEnvWith(t, false, "", rack("a", 1, 4), []*unstructured.Unstructured{computeDomain("cd", "uid-cd", 1)},
+	e := newEnvWith(t, false, `{"plainPodSteering": false}`, rack("a", 1, 4), []*unstructured.Unstructured{computeDomain("cd", "uid-cd", 1)},
 		channelTemplate("cd", "uid-cd"), gpuTemplate("one-gpu"), dra, p)
 	if e.plugin.HasSynced() != true {
 		t.Fatal("the feed syncs without the ComputeDomain informer")

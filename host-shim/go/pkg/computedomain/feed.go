@@ -154,6 +154,13 @@ func (f *feed) fullLocked() bool {
 	return f.pending.Len() >= flushRecords || f.pending.Size() >= flushBytes
 }
 
+// hasCliqueNodes reports whether some node has a clique label.
+func (f *feed) hasCliqueNodes() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.cliqueNodes) > 0
+}
+
 // sequence is the view's change counter (see seq).
 func (f *feed) sequence() uint64 {
 	f.mu.Lock()

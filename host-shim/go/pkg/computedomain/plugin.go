@@ -14,6 +14,7 @@
 //   - informers.go: the informers the feed listens to.
 //   - crd.go: whether the ComputeDomain API is served.
 //   - reuse.go: decision reuse across the pods of a domain.
+//   - steer.go: plain-pod steering (pods without a ComputeDomain).
 //
 // PreFilter makes at most one policy call per ComputeDomain pod and stores the decision in
 // CycleState; Filter and Score read it (no call per node).
@@ -51,6 +52,9 @@ type Plugin struct {
 	crd     *crdWatch
 	reuse   *decisions
 	settle  settling
+	// steering: plainPodSteering (steer.go); steerCache holds the shared answer.
+	steering   bool
+	steerCache steered
 	// domainEvents: the ComputeDomain API was served at start, so its events are registered
 	// (registering them otherwise would hold the scheduler's start on an informer that never
 	// syncs).
@@ -146,7 +150,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err := startWorkloads(ctx, h, f, in.dyn); err != nil {
 		return nil, err
 	}
-	p := &Plugin{handle: h, cluster: cluster, keys: settings.Keys, feed: f, reuse: newDecisions(func() time.Time { return timeNow() })}
+	p := &Plugin{handle: h, cluster: cluster, keys: settings.Keys, feed: f, reuse: newDecisions(func() time.Time { return timeNow() }), steering: settings.PlainPodSteering}
 	p.crd = &crdWatch{logger: logger, start: in.startDomains, now: func() time.Time { return timeNow() }}
 	if cs := h.ClientSet(); cs != nil {
 		p.crd.client = cs.Discovery()
@@ -171,13 +175,17 @@ func (p *Plugin) Cluster() *cdplace.Cluster { return p.cluster }
 // HasSynced reports whether the cluster view has seen every started informer's initial list.
 func (p *Plugin) HasSynced() bool { return p.feed.synced() }
 
-// PreFilter implements fwk.PreFilterPlugin: Skip at once for a pod that is not a ComputeDomain
-// pod; for one, the policy's decision (at most one call) goes to CycleState and its node set
-// becomes the PreFilterResult.
+// PreFilter implements fwk.PreFilterPlugin. A ComputeDomain pod gets the policy's decision (at
+// most one call) in CycleState and its node set as the PreFilterResult. A plain pod gets the
+// shared steering answer (steer.go), or Skip when it is not steered; an IMEX daemon pod (its
+// DaemonSet picks the node) gets Skip.
 func (p *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	domain, cd := p.feed.isComputeDomainPod(pod)
 	if !cd {
-		return nil, fwk.NewStatus(fwk.Skip)
+		if domain != "" {
+			return nil, fwk.NewStatus(fwk.Skip)
+		}
+		return nil, p.steer(ctx, cs, pod)
 	}
 	logger := klog.FromContext(ctx)
 	if p.crd.client == nil || !p.crd.Served() {
@@ -213,6 +221,9 @@ func (p *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return p }
 // AddPod implements fwk.PreFilterExtensions: re-decides as if podInfoToAdd were nominated to
 // the node (one policy call; preemption only). A pod that would not count there changes nothing.
 func (p *Plugin) AddPod(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, podInfoToAdd fwk.PodInfo, nodeInfo fwk.NodeInfo) *fwk.Status {
+	if steeredPod(cs) {
+		return nil
+	}
 	added, node := podInfoToAdd.GetPod(), nodeInfo.Node().Name
 	counts, err := p.feed.placeable(added, node, false)
 	if err != nil {
@@ -224,9 +235,19 @@ func (p *Plugin) AddPod(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, pod
 	return p.reDecide(cs, pod, cdplace.Overlay{Op: cdplace.OverlayAdd, Namespace: added.Namespace, Name: added.Name, Node: node})
 }
 
+// steeredPod: the cycle's pod is a plain pod under steering, whose answer preemption's
+// hypothetical changes leave as it is (steering is advice, the promise is rechecked next cycle).
+func steeredPod(cs fwk.CycleState) bool {
+	s, err := getState(cs)
+	return err == nil && s.plain
+}
+
 // RemovePod implements fwk.PreFilterExtensions: re-decides as if podInfoToRemove were gone. A
 // pod the view does not have changes nothing.
 func (p *Plugin) RemovePod(_ context.Context, cs fwk.CycleState, pod *v1.Pod, podInfoToRemove fwk.PodInfo, _ fwk.NodeInfo) *fwk.Status {
+	if steeredPod(cs) {
+		return nil
+	}
 	removed := podInfoToRemove.GetPod()
 	if !p.feed.podInView(removed.Namespace, removed.Name) {
 		return nil

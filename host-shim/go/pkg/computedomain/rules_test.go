@@ -11,18 +11,83 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
+	"k8s.io/utils/ptr"
 )
 
-func TestPodsWithoutComputeDomainAreSkipped(t *testing.T) {
+func TestPodsWithoutComputeDomainAreSkippedWhenNotSteered(t *testing.T) {
 	plain := makePod("plain", "", 4)
-	e := newEnv(t, "", rack("a", 1, 2), nil, plain)
+	for _, c := range []struct {
+		what, args string
+		nodes      []*v1.Node
+	}{
+		{"plainPodSteering off", `{"plainPodSteering": false}`, rack("a", 1, 2)},
+		{"no node has a clique", "", []*v1.Node{makeNode("cpu-0", 0, 4), makeNode("cpu-1", 0, 4)}},
+	} {
+		e := newEnv(t, c.args, c.nodes, nil, plain)
+		crossed := e.plugin.Cluster().Crossings()
+		r := e.schedule(plain)
+		if !r.preFilter.IsSuccess() || !r.skipped {
+			t.Fatalf("%s: want Skip, got %v skipped=%v", c.what, r.preFilter, r.skipped)
+		}
+		for node, st := range r.filter {
+			if !st.IsSuccess() {
+				t.Errorf("%s: %s: plugin must not filter a skipped pod: %v", c.what, node, st)
+			}
+		}
+		if got := e.plugin.Cluster().Crossings() - crossed; got != 0 {
+			t.Errorf("%s: a skipped plain pod crossed into the library %d times", c.what, got)
+		}
+	}
+}
+
+// Plain pods are scored toward nodes without a clique, then broken cliques, then intact ones;
+// a plain GPU pod may not take the last free tray a starting domain still needs; every plain
+// pod on one view shares one policy call.
+func TestPlainPodsAreSteered(t *testing.T) {
+	nodes := append(append(rack("a", 1, 4), rack("b", 2, 4)...), makeNode("cpu-0", 0, 4))
+	cd0, cd1, cd2 := boundTo(cdPod("cd", "w0"), "b-00"), boundTo(cdPod("cd", "w1"), "b-01"), cdPod("cd", "w2")
+	plain, other := makePod("plain", "", 4), makePod("other", "", 4)
+	e := newEnv(t, "", nodes, []*unstructured.Unstructured{computeDomain("cd", "uid-cd", 3)},
+		channelTemplate("cd", "uid-cd"), cd0, cd1, cd2, plain, other)
+	if err := e.plugin.feed.flush(); err != nil {
+		t.Fatal(err)
+	}
+	crossed := e.plugin.Cluster().Crossings()
 	r := e.schedule(plain)
-	if !r.preFilter.IsSuccess() || !r.skipped {
-		t.Fatalf("want Skip, got %v skipped=%v", r.preFilter, r.skipped)
+	wantCode(t, "prefilter", r.preFilter, fwk.Success, "")
+	if r.skipped || r.allowed != nil {
+		t.Fatalf("a steered pod is filtered and scored, never restricted: skipped=%v allowed=%v", r.skipped, r.allowed)
 	}
 	for node, st := range r.filter {
 		if !st.IsSuccess() {
-			t.Errorf("%s: plugin must not filter a skipped pod: %v", node, st)
+			t.Fatalf("%s: with a spare free tray in b nothing is rejected: %v", node, st)
+		}
+	}
+	if !(r.score["cpu-0"] > r.score["b-02"] && r.score["b-02"] > r.score["a-00"]) {
+		t.Fatalf("want cpu-0 > b (broken) > a (intact), got %v", r.score)
+	}
+	e.schedule(other)
+	if got := e.plugin.Cluster().Crossings() - crossed; got != 1 {
+		t.Fatalf("two plain pods on one view crossed %d times, want 1 shared steering call", got)
+	}
+	// A plain pod takes b-02: b-03 is the last free tray of b, promised to cd's last pod.
+	e.apply(boundTo(makePod("taken", "", 4), "b-02"))
+	r = e.schedule(plain)
+	wantCode(t, "b-03", r.filter["b-03"], fwk.Unschedulable, "promised to ComputeDomain team-a/cd (1 more pod(s))")
+	wantCode(t, "a-00", r.filter["a-00"], fwk.Success, "")
+	wantCode(t, "cpu-0", r.filter["cpu-0"], fwk.Success, "")
+	// cd's own pod still goes there.
+	if r := e.schedule(cd2); !r.filter["b-03"].IsSuccess() {
+		t.Fatalf("the domain's pod is kept off its promised tray: %v", r.filter["b-03"])
+	}
+	// Pods whose node a DaemonSet picks (an IMEX daemon, a device plugin) are never steered.
+	ds := makePod("ds", "", 4)
+	ds.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "gpu-agent", UID: "uid-ds", Controller: ptr.To(true)}}
+	imex := podWithClaim("imex", v1.PodResourceClaim{Name: "c", ResourceClaimTemplateName: ptr.To("cd-daemon")}, "")
+	e.apply(daemonTemplate("cd-daemon", "uid-cd"), ds, imex)
+	for _, p := range []*v1.Pod{ds, imex} {
+		if r := e.schedule(p); !r.skipped {
+			t.Fatalf("%s: want Skip, got %v", p.Name, r.preFilter)
 		}
 	}
 }
@@ -166,7 +231,7 @@ func TestReserveCountsAtOnceAndUnreserveRestores(t *testing.T) {
 func TestInformerUpdatesReachThePolicy(t *testing.T) {
 	nodes := rack("a", 1, 2)
 	p := cdPod("cd", "p")
-	e := newEnv(t, "", nodes, nil, p)
+	e := newEnv(t, `{"plainPodSteering": false}`, nodes, nil, p)
 	// No template yet: nothing names a domain, so the pod is not a ComputeDomain pod (and DRA
 	// holds it until its claim can be made).
 	if r := e.schedule(p); !r.skipped {

@@ -117,7 +117,7 @@ static void apply(cdplace_cluster_t *c, batch_t *b, const char *what) {
   free(b->data);
 }
 
-/* ---------------------------------------------------------------- a CDP2 reader */
+/* ---------------------------------------------------------------- a CDP3 reader */
 
 typedef struct { const uint8_t *p; size_t left; int bad; } cursor_t;
 
@@ -156,7 +156,7 @@ static int decide(cdplace_cluster_t *c, const char *ns, const char *name, const 
   memset(d, 0, sizeof *d);
   cursor_t cur = {out.data, out.len, 0};
   char scratch[256];
-  CHECK(out.len >= 4 && memcmp(out.data, "CDP2", 4) == 0, "decision magic");
+  CHECK(out.len >= 4 && memcmp(out.data, "CDP3", 4) == 0, "decision magic");
   cur.p += 4; cur.left -= 4;
   uint32_t nreasons = rd_u32(&cur);
   for (uint32_t i = 0; i < nreasons && !cur.bad; i++) rd_str(&cur, scratch, sizeof scratch);
@@ -164,7 +164,7 @@ static int decide(cdplace_cluster_t *c, const char *ns, const char *name, const 
   d->has_domain = rd_u8(&cur);
   if (d->has_domain) rd_str(&cur, d->domain, sizeof d->domain);
   d->exclusive = rd_u8(&cur);
-  rd_u8(&cur); rd_u32(&cur); /* other */
+  rd_u8(&cur); rd_u32(&cur); rd_u32(&cur); /* other: code, reason, score */
   uint32_t ncliques = rd_u32(&cur);
   for (uint32_t i = 0; i < ncliques && !cur.bad; i++) {
     int k = d->nclique < 8 ? d->nclique++ : 7;
@@ -229,7 +229,7 @@ static void policy_checks(cdplace_runtime_t *rt) {
   const char *want = "{\"cliqueLabel\":\"nvidia.com/gpu.clique\",\"gpuResourceName\":\"nvidia.com/gpu\","
                      "\"gpuDriver\":\"gpu.nvidia.com\",\"computeDomainDriver\":\"compute-domain.nvidia.com\","
                      "\"sizeAnnotation\":\"cdplace.nvidia.com/size\",\"guestPath\":null,\"callTimeoutMs\":3000,"
-                     "\"memoryLimitMiB\":256}";
+                     "\"memoryLimitMiB\":256,\"plainPodSteering\":true}";
   CHECK(s.len == strlen(want) && memcmp(s.data, want, s.len) == 0, "settings: %.*s", (int)s.len, (const char *)s.data);
   cdplace_bytes_delete(&s);
 
@@ -321,6 +321,28 @@ static void policy_checks(cdplace_runtime_t *rt) {
   if (decide(c, "ns", "q0", NULL, 0, &d, &err)) {
     CHECK(clique_code(&d, "abc-123.9") == -1, "tray-9 was not applied");
   } else expect_ok(err, "pre_filter after a malformed batch");
+
+  /* Plain-pod steering: one answer for every plain pod; the fleet has cliques, so Success with
+   * nodes outside the cliques open (other Success) and no node set. */
+  {
+    cdplace_bytes_t out = {0};
+    char scratch[256];
+    expect_ok(cdplace_cluster_steer(c, 1, &out), "steer");
+    cursor_t cur = {out.data, out.len, 0};
+    CHECK(out.len >= 4 && memcmp(out.data, "CDP3", 4) == 0, "steer magic");
+    cur.p += 4; cur.left -= 4;
+    uint32_t nreasons = rd_u32(&cur);
+    for (uint32_t i = 0; i < nreasons && !cur.bad; i++) rd_str(&cur, scratch, sizeof scratch);
+    CHECK(rd_u8(&cur) == CDPLACE_CODE_SUCCESS, "steer status");
+    rd_u32(&cur);
+    CHECK(rd_u8(&cur) == 0 && rd_u8(&cur) == 0, "steer: no domain, not exclusive");
+    CHECK(rd_u8(&cur) == CDPLACE_CODE_SUCCESS, "steer: nodes outside the cliques pass");
+    rd_u32(&cur);
+    CHECK(rd_u32(&cur) == 100, "steer: nodes outside the cliques score highest");
+    cdplace_bytes_delete(&out);
+    expect_kind(cdplace_cluster_steer(c, 2, &out), CDPLACE_ERROR_BAD_CALL, "steer gpus 2");
+    expect_kind(cdplace_cluster_steer(c, 1, NULL), CDPLACE_ERROR_BAD_CALL, "steer NULL out");
+  }
 
   /* Bad calls are errors, not crashes. */
   expect_kind(cdplace_cluster_apply_facts(NULL, (const uint8_t *)"CDF1", 4), CDPLACE_ERROR_BAD_CALL, "NULL cluster");

@@ -1,0 +1,209 @@
+//! Plain-pod steering: where a pod without a ComputeDomain hurts domains least.
+//!
+//! A GPU pod (or a CPU pod) that lands on a free tray of an intact clique takes a tray an
+//! 18-tray domain needed: the clique can no longer hold it. The stock scores spread such pods onto
+//! empty nodes, which is exactly there. [`View::steer`] answers once for every node, the same
+//! shape as PreFilter's answer, so the host caches it per view version and Filter and Score for a
+//! plain pod stay lookups:
+//! - nodes without a clique (no label, an empty clique ID, or a malformed label) score highest;
+//! - then cliques already broken, the fuller the higher (the fewest free trays);
+//! - intact cliques (every usable tray free, nothing promised) lowest;
+//! - a plain GPU pod may not take a free tray of a clique whose free trays are all promised to
+//!   domains that started there and still place pods (it may still share a tray already in use).
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::args::ImexMode;
+use crate::nodes::Clique;
+use crate::verdict::{CliqueVerdict, Code, NodeVerdict, PreFilterResult, Verdict};
+use crate::view::View;
+
+/// Score of a node without a clique.
+pub const SCORE_NO_CLIQUE: u32 = 100;
+/// Score of an intact clique's nodes.
+pub const SCORE_INTACT: u32 = 10;
+/// Scores of a broken clique span `SCORE_BROKEN_MIN..=SCORE_BROKEN_MIN + SCORE_BROKEN_SPAN`, by the
+/// share of its usable trays not free.
+pub const SCORE_BROKEN_MIN: u32 = 20;
+pub const SCORE_BROKEN_SPAN: u32 = 70;
+
+impl View {
+    /// Where a pod without a ComputeDomain should go; `gpus` says whether it uses GPUs (a pod
+    /// whose only claims are not for GPUs may pass false). `Skip` when steering is off or the
+    /// cluster has no clique.
+    pub fn steer(&self, gpus: bool) -> PreFilterResult {
+        let skip = Verdict { code: Code::Skip, reason: 0 };
+        let mut r = PreFilterResult {
+            status: skip,
+            domain: None,
+            reasons: vec![String::new()],
+            exclusive: false,
+            cliques: Vec::new(),
+            other: Verdict::SUCCESS,
+            other_score: SCORE_NO_CLIQUE,
+            nodes: Vec::new(),
+        };
+        if !self.args.plain_pod_steering || self.cliques.values().all(|c| c.nodes.is_empty()) {
+            return r;
+        }
+        r.status = Verdict::SUCCESS;
+        for (&id, c) in &self.cliques {
+            if c.nodes.is_empty() {
+                continue;
+            }
+            let free = self.free_trays(c);
+            let busy = c.usable.saturating_sub(free);
+            let score = if busy == 0 && c.promised == 0 {
+                SCORE_INTACT
+            } else {
+                SCORE_BROKEN_MIN + SCORE_BROKEN_SPAN * busy / c.usable.max(1)
+            };
+            let mut verdict = Verdict::SUCCESS;
+            if gpus && c.promised > 0 && free <= c.promised {
+                let text = format!(
+                    "the {free} free tray(s) of NVLink clique {} are promised to {} starting there; a pod without a ComputeDomain may use a tray already in use there, or another clique",
+                    self.str(id),
+                    self.promised_to(id)
+                );
+                let reason = r.reasons.len() as u32;
+                r.reasons.push(text);
+                verdict = Verdict { code: Code::Unschedulable, reason };
+                // Trays already in use by plain GPU pods are no domain's to take: sharing them
+                // costs the starting domains nothing.
+                for (&n, s) in &c.busy {
+                    if s.usable && !s.gpu_idle && s.holders.is_empty() {
+                        r.nodes.push(NodeVerdict { node: n, verdict: Verdict::SUCCESS });
+                    }
+                }
+            }
+            r.cliques.push(CliqueVerdict { clique: id, verdict, score });
+        }
+        r
+    }
+
+    /// Trays of clique `c` a new domain could take (any size).
+    fn free_trays(&self, c: &Clique) -> u32 {
+        match self.args.imex_mode {
+            ImexMode::DriverManaged => c.free.values().sum(),
+            ImexMode::HostManaged => c.idle.values().sum(),
+        }
+    }
+
+    /// The domains homed in clique `c` still placing pods, for reasons:
+    /// `ComputeDomain ns/a (3 more pods)`.
+    fn promised_to(&self, c: crate::facts::StrId) -> String {
+        let parts: Vec<String> = self
+            .domains
+            .iter()
+            .filter_map(|(&uid, d)| match d.promise() {
+                Some((home, n)) if home == c => {
+                    Some(format!("ComputeDomain {} ({n} more pod(s))", self.domain_name(uid)))
+                }
+                _ => None,
+            })
+            .collect();
+        parts.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use alloc::format;
+
+    use super::*;
+    use crate::testutil::{Fx, clique};
+
+    /// A plain 4-GPU pod, pending.
+    fn plain(f: &mut Fx, name: &str) {
+        f.pod("ns", name, "none", |p| p.claims.clear());
+    }
+
+    fn score_of(f: &Fx, r: &PreFilterResult, c: u32) -> (Code, u32) {
+        let label = clique(c);
+        let cv = r.cliques.iter().find(|v| f.v.str(v.clique) == label).expect("clique listed");
+        (cv.verdict.code, cv.score)
+    }
+
+    #[test]
+    fn skipped_without_cliques_or_when_off() {
+        let f = Fx::new("");
+        assert_eq!(f.v.steer(true).status.code, Code::Skip, "no clique in the cluster");
+        let mut f = Fx::new(r#"{"plainPodSteering":false}"#);
+        f.rack("a", 1, 4);
+        assert_eq!(f.v.steer(true).status.code, Code::Skip, "steering off");
+    }
+
+    /// Unlabelled nodes first, then broken cliques (fuller first), intact ones last.
+    #[test]
+    fn unlabelled_then_broken_then_intact() {
+        let mut f = Fx::new("");
+        f.rack("a", 1, 18); // intact
+        f.rack("b", 2, 18); // 3 busy
+        f.rack("c", 3, 18); // 15 busy
+        for (rack, n) in [("b", 3u32), ("c", 15)] {
+            for i in 0..n {
+                let name = format!("{rack}-p{i}");
+                plain(&mut f, &name);
+                f.bind("ns", &name, &format!("{rack}-{i:02}"));
+            }
+        }
+        let r = f.v.steer(true);
+        assert_eq!(r.status.code, Code::Success);
+        assert_eq!((r.other.code, r.other_score), (Code::Success, SCORE_NO_CLIQUE));
+        let (a, b, c) = (score_of(&f, &r, 1), score_of(&f, &r, 2), score_of(&f, &r, 3));
+        assert_eq!(a, (Code::Success, SCORE_INTACT));
+        assert_eq!(b, (Code::Success, SCORE_BROKEN_MIN + SCORE_BROKEN_SPAN * 3 / 18));
+        assert_eq!(c, (Code::Success, SCORE_BROKEN_MIN + SCORE_BROKEN_SPAN * 15 / 18));
+        assert!(SCORE_NO_CLIQUE > c.1 && c.1 > b.1 && b.1 > a.1);
+        assert!(r.nodes.is_empty(), "nothing promised: no node differs");
+        assert!(r.cliques.iter().all(|v| !f.v.str(v.clique).is_empty()), "{:?}", r.cliques);
+    }
+
+    /// A domain started in clique 1 with 4 of 6 pods bound: the 2 free trays left are its own.
+    /// Plain GPU pods are kept off them (but may share a tray in use); CPU pods are not.
+    #[test]
+    fn free_trays_promised_to_a_starting_domain_are_kept_for_it() {
+        let mut f = Fx::new("");
+        f.rack("a", 1, 7);
+        f.rack("b", 2, 4);
+        f.domain("ns", "train", "uid-train");
+        for i in 0..6 {
+            f.pod("ns", &format!("t{i}"), "train", |p| p.size_hint = Some(6));
+        }
+        for i in 0..4 {
+            f.bind("ns", &format!("t{i}"), &format!("a-{i:02}"));
+        }
+        // A 2-GPU plain pod on a-04: that tray is in use, not free.
+        f.pod("ns", "half", "none", |p| {
+            p.claims.clear();
+            p.gpus = 2;
+        });
+        f.bind("ns", "half", "a-04");
+        // Free in clique 1: a-05, a-06 = exactly the 2 promised.
+        let r = f.v.steer(true);
+        let (code, _) = score_of(&f, &r, 1);
+        assert_eq!(code, Code::Unschedulable);
+        let cv = r.cliques.iter().find(|v| f.v.str(v.clique) == clique(1)).unwrap();
+        let text = r.reason(cv.verdict);
+        assert!(text.contains("2 free tray(s)") && text.contains("ComputeDomain ns/train (2 more pod(s))"), "{text}");
+        let shared: alloc::vec::Vec<&str> = r.nodes.iter().map(|n| f.v.str(n.node)).collect();
+        assert_eq!(shared, ["a-04"], "the tray already in use stays open to plain GPU pods");
+        assert_eq!(score_of(&f, &r, 2), (Code::Success, SCORE_INTACT));
+        // A CPU pod is only scored.
+        let cpu = f.v.steer(false);
+        assert_eq!(score_of(&f, &cpu, 1).0, Code::Success);
+        assert!(cpu.nodes.is_empty());
+        // One more free tray than promised: plain GPU pods may take it.
+        f.rack("a", 1, 8);
+        let r = f.v.steer(true);
+        assert_eq!(score_of(&f, &r, 1).0, Code::Success);
+        // The domain placed all its pods: nothing promised any more.
+        f.bind("ns", "t4", "a-05");
+        f.bind("ns", "t5", "a-06");
+        f.v.assert_consistent();
+        assert_eq!(f.v.steer(true).nodes.len(), 0);
+    }
+}

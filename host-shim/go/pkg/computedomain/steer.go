@@ -1,0 +1,98 @@
+package computedomain
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/cdplace/cdplace/host-shim/go/internal/cdplace"
+	"github.com/cdplace/cdplace/host-shim/go/internal/facts"
+)
+
+// Plain-pod steering: a pod without a ComputeDomain is scored toward nodes without a clique,
+// then cliques already broken, away from intact ones, and a plain GPU pod is kept off free trays
+// a starting domain still needs (guest/policy steer.rs decides; `plainPodSteering`). The answer
+// is the same for every plain pod on the same view, so it is asked once per view version and
+// kind (GPU or not) and shared: a plain pod costs a cache lookup in PreFilter and map lookups in
+// Filter and Score. A cluster without clique-labelled nodes pays nothing (Skip before any call).
+
+// steered caches the policy's steering answer per view version, for GPU pods and others.
+type steered struct {
+	mu  sync.Mutex
+	seq [2]uint64
+	d   [2]*cdplace.Decision
+}
+
+func (s *steered) get(gpus bool, seq uint64) *cdplace.Decision {
+	i := kindIndex(gpus)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.d[i] != nil && s.seq[i] == seq {
+		return s.d[i]
+	}
+	return nil
+}
+
+func (s *steered) put(gpus bool, seq uint64, d *cdplace.Decision) {
+	i := kindIndex(gpus)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq[i], s.d[i] = seq, d
+}
+
+func kindIndex(gpus bool) int {
+	if gpus {
+		return 1
+	}
+	return 0
+}
+
+// steerable reports whether a plain pod is steered: not when steering is off, no node has a
+// clique, or a DaemonSet places the pod (its node is chosen by the DaemonSet, and an IMEX or
+// device-plugin daemon must never be kept off a tray).
+func (p *Plugin) steerable(pod *v1.Pod) bool {
+	if !p.steering || !p.feed.hasCliqueNodes() {
+		return false
+	}
+	if c := metav1.GetControllerOf(pod); c != nil && c.Kind == "DaemonSet" {
+		return false
+	}
+	return true
+}
+
+// steer is PreFilter for a plain pod: the shared steering answer goes to CycleState (Filter and
+// Score read it); never a node restriction.
+func (p *Plugin) steer(ctx context.Context, cs fwk.CycleState, pod *v1.Pod) *fwk.Status {
+	if !p.steerable(pod) {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	gpus := facts.UsesGPUsOrClaims(pod, p.keys)
+	seq := p.feed.sequence()
+	d := p.steerCache.get(gpus, seq)
+	if d == nil {
+		if err := p.feed.flush(); err != nil {
+			return fwk.AsStatus(fmt.Errorf("computedomain: updating the policy's view for pod %s/%s: %w", pod.Namespace, pod.Name, err))
+		}
+		var err error
+		if d, err = p.cluster.Steer(gpus); err != nil {
+			// Steering is advice: a failing policy must not stop plain pods; this one is
+			// placed as by the stock profile.
+			klog.FromContext(ctx).V(2).Info("ComputeDomainPlacement: steering failed; pod not steered", "pod", klog.KObj(pod), "err", err)
+			return fwk.NewStatus(fwk.Skip)
+		}
+		p.steerCache.put(gpus, seq, d)
+	}
+	if d.Status.Code == cdplace.CodeSkip {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	if st := statusOf(d.Status); st != nil {
+		return st
+	}
+	cs.Write(stateKey, &state{decision: d, plain: true})
+	return nil
+}
