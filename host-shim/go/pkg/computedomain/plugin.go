@@ -1,7 +1,8 @@
 // Package computedomain is the ComputeDomainPlacement scheduler plugin: a thin framework adapter
-// over the cdplace policy component. It pays only for ComputeDomain pods: which pods those are
-// is decided in Go from informer facts, every other pod is skipped without a call into the
-// policy, and only facts that the policy uses cross into it, batched.
+// over the cdplace policy component. Which pods are ComputeDomain pods is decided in Go from
+// informer facts; only facts the policy uses cross into it, batched. A ComputeDomain pod costs at
+// most one policy call; a plain pod on a cluster with cliques shares one steering call per view
+// version with every other plain pod (steer.go); any other pod is skipped without a call.
 //
 // File map:
 //   - plugin.go: the factory and the extension points.
