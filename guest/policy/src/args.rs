@@ -48,6 +48,11 @@ pub struct Args {
     /// may start on them.
     #[serde(default)]
     pub reserve_trays_per_clique: u32,
+    /// At most one ComputeDomain per clique: a domain starts only in a clique where no other
+    /// domain has a pod or the driver's node label (for driver versions where two IMEX domains in
+    /// one clique conflict, dra-driver-nvidia-gpu #892).
+    #[serde(default)]
+    pub clique_exclusive: bool,
     /// The node label holding `<clusterUUID>.<cliqueID>`.
     #[serde(default = "default_clique_label")]
     pub clique_label: String,

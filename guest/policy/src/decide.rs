@@ -275,6 +275,7 @@ impl View {
         let mut fits: Vec<(u32, StrId)> = Vec::new();
         let mut best: Option<(u32, StrId)> = None;
         let mut could_ever_fit = false;
+        let mut taken: Vec<(StrId, StrId)> = Vec::new();
         for (&id, c) in &self.cliques {
             if c.usable == 0 {
                 continue;
@@ -285,6 +286,12 @@ impl View {
                 None => c.usable,
             };
             could_ever_fit |= trays.saturating_sub(reserve) >= remaining;
+            if self.args.clique_exclusive
+                && let Some(other) = self.other_domain_in(c, m.domain)
+            {
+                taken.push((id, other));
+                continue;
+            }
             let cap = self.available(c, m.domain, ask.tray_size).saturating_sub(c.promised).saturating_sub(reserve);
             if best.is_none_or(|(b, _)| cap > b) {
                 best = Some((cap, id));
@@ -294,11 +301,15 @@ impl View {
             }
         }
         if fits.is_empty() {
-            let reserve_note = if self.args.reserve_trays_per_clique > 0 {
+            let mut reserve_note = if self.args.reserve_trays_per_clique > 0 {
                 format!(" (reserveTraysPerClique keeps {} spare)", self.args.reserve_trays_per_clique)
             } else {
                 String::new()
             };
+            if !taken.is_empty() {
+                reserve_note
+                    .push_str(&format!(" (cliqueExclusive: {} clique(s) run another ComputeDomain)", taken.len()));
+            }
             let largest = self.cliques.values().map(|c| c.usable).max().unwrap_or(0);
             let sized = self.size_text(m.domain, &size);
             let verdict = if !could_ever_fit {
@@ -369,13 +380,32 @@ impl View {
             }
         }
         let fitting: alloc::collections::BTreeSet<StrId> = fits.iter().map(|f| f.1).collect();
+        let taken: BTreeMap<StrId, StrId> = taken.into_iter().collect();
         for (&id, c) in &self.cliques {
-            if !fitting.contains(&id) && !c.nodes.is_empty() {
-                d.cliques.push(CliqueVerdict { clique: id, verdict: too_small, score: 0 });
+            if fitting.contains(&id) || c.nodes.is_empty() {
+                continue;
             }
+            let verdict = match taken.get(&id) {
+                Some(&other) => r.verdict(
+                    Code::Unschedulable,
+                    format!(
+                        "NVLink clique runs ComputeDomain {}; cliqueExclusive: at most one ComputeDomain per clique",
+                        self.domain_name(other)
+                    ),
+                ),
+                None => too_small,
+            };
+            d.cliques.push(CliqueVerdict { clique: id, verdict, score: 0 });
         }
         self.malformed_overrides(r, &mut d.nodes);
         d
+    }
+
+    /// A ComputeDomain other than `domain` in clique `c`: one with a pod (placed or nominated)
+    /// or the driver's node label on a tray there. A domain still starting there has its placed
+    /// pods there, so it counts too.
+    fn other_domain_in(&self, c: &Clique, domain: StrId) -> Option<StrId> {
+        c.busy.values().flat_map(|s| s.holders.iter()).find(|&&h| h != domain).copied()
     }
 
     /// Scales a score down by the share of the tray a `Prefer` pod takes.
@@ -546,5 +576,47 @@ mod tests {
         );
         // Busy trays get verdicts only in the offered cliques (3 + 4 + 5 of them).
         assert_eq!(r.nodes.len(), 12, "{:?}", r.nodes);
+    }
+
+    /// `cliqueExclusive`: a new domain skips every clique where another domain has a pod or the
+    /// driver's label, even when it would fit there; without the arg it takes the best fit.
+    #[test]
+    fn clique_exclusive_keeps_one_domain_per_clique() {
+        for exclusive in [false, true] {
+            let mut f = Fx::new(if exclusive { r#"{"cliqueExclusive": true}"# } else { "" });
+            f.rack("a", 1, 8);
+            f.rack("b", 2, 8);
+            f.domain("ns", "old", "uid-old");
+            f.pod("ns", "old-0", "old", |p| p.size_hint = Some(1));
+            f.bind("ns", "old-0", "a-00");
+            f.domain("ns", "new", "uid-new");
+            f.pod("ns", "new-0", "new", |p| p.size_hint = Some(4));
+            let key = f.id("ns/new-0");
+            let r = f.v.pre_filter(key, &[], 0);
+            assert_eq!(r.status.code, Code::Success);
+            let verdict_of = |c: u32| r.cliques.iter().find(|v| f.v.str(v.clique) == clique(c)).map(|v| v.verdict);
+            let a = verdict_of(1).expect("clique a listed");
+            if exclusive {
+                assert_eq!(a.code, Code::Unschedulable);
+                assert_eq!(
+                    r.reason(a),
+                    "NVLink clique runs ComputeDomain ns/old; cliqueExclusive: at most one ComputeDomain per clique"
+                );
+                assert_eq!(verdict_of(2).map(|v| v.code), Some(Code::Success));
+            } else {
+                assert_eq!(a.code, Code::Success, "best fit: 7 free trays in a, 8 in b");
+            }
+        }
+        // Every clique taken: the pod waits, and the reason says why.
+        let mut f = Fx::new(r#"{"cliqueExclusive": true}"#);
+        f.rack("a", 1, 8);
+        f.domain("ns", "old", "uid-old");
+        f.pod("ns", "old-0", "old", |p| p.size_hint = Some(1));
+        f.bind("ns", "old-0", "a-00");
+        f.domain("ns", "new", "uid-new");
+        f.pod("ns", "new-0", "new", |p| p.size_hint = Some(4));
+        let (code, reason) = f.decide("ns", "new-0", 0);
+        assert_eq!(code, Code::Unschedulable);
+        assert!(reason.ends_with("(cliqueExclusive: 1 clique(s) run another ComputeDomain)"), "{reason}");
     }
 }
