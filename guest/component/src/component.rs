@@ -77,8 +77,8 @@ impl bindings::Guest for Policy {
         result(with_view(|v| v.pre_filter(pod, &overlay, now_ms)))
     }
 
-    fn steer(gpus: bool) -> wv::PreFilterResult {
-        result(with_view(|v| v.steer(gpus)))
+    fn steer(gpus: bool, now_ms: i64) -> wv::PreFilterResult {
+        result(with_view(|v| v.steer(gpus, now_ms)))
     }
 }
 

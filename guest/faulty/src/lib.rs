@@ -123,7 +123,7 @@ mod faulty {
             skipped()
         }
 
-        fn steer(_: bool) -> PreFilterResult {
+        fn steer(_: bool, _: i64) -> PreFilterResult {
             skipped()
         }
     }

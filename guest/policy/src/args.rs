@@ -81,6 +81,10 @@ pub struct Args {
     /// starting domain still needs. Off: such pods are skipped (the stock scheduler's placement).
     #[serde(default = "default_true")]
     pub plain_pod_steering: bool,
+    /// A domain that has waited this long and is first in its size class (by priority, then age)
+    /// gets one clique reserved; other domains and plain GPU pods only backfill it. 0: never.
+    #[serde(default = "default_reservation_after")]
+    pub clique_reservation_after_seconds: u32,
 
     // Host fields: the host applies them, the policy validates them (one validator for the
     // whole schema, one place for the defaults).
@@ -99,6 +103,10 @@ pub struct Args {
 pub const DEFAULT_SIZE_SETTLE_SECONDS: u32 = 5;
 /// Largest `sizeSettleSeconds` accepted.
 pub const MAX_SIZE_SETTLE_SECONDS: u32 = 600;
+/// `cliqueReservationAfterSeconds` when unset.
+pub const DEFAULT_RESERVATION_AFTER_SECONDS: u32 = 60;
+/// Largest `cliqueReservationAfterSeconds` accepted (one day).
+pub const MAX_RESERVATION_AFTER_SECONDS: u32 = 86_400;
 /// `guestCallTimeout` when unset.
 pub const DEFAULT_CALL_TIMEOUT_MS: u32 = 2_000;
 /// `guestMemoryLimitMiB` when unset.
@@ -121,6 +129,9 @@ fn default_size_annotation() -> String {
 }
 fn default_max_trays() -> u32 {
     18
+}
+fn default_reservation_after() -> u32 {
+    DEFAULT_RESERVATION_AFTER_SECONDS
 }
 fn default_true() -> bool {
     true
@@ -207,6 +218,13 @@ impl Args {
                 "sizeSettleSeconds",
                 &self.size_settle_seconds.to_string(),
                 &format!("must be at most {MAX_SIZE_SETTLE_SECONDS} (0 disables the settle window)"),
+            ));
+        }
+        if self.clique_reservation_after_seconds > MAX_RESERVATION_AFTER_SECONDS {
+            return Err(bad(
+                "cliqueReservationAfterSeconds",
+                &self.clique_reservation_after_seconds.to_string(),
+                &format!("must be at most {MAX_RESERVATION_AFTER_SECONDS} (0 turns reservations off)"),
             ));
         }
         match parse_duration_ms(&self.guest_call_timeout) {

@@ -276,6 +276,8 @@ impl View {
         let mut best: Option<(u32, StrId)> = None;
         let mut could_ever_fit = false;
         let mut taken: Vec<(StrId, StrId)> = Vec::new();
+        let reservations = self.reservations();
+        let mut held_for: Vec<(StrId, crate::reserve::Reservation)> = Vec::new();
         for (&id, c) in &self.cliques {
             if c.usable == 0 {
                 continue;
@@ -290,6 +292,12 @@ impl View {
                 && let Some(other) = self.other_domain_in(c, m.domain)
             {
                 taken.push((id, other));
+                continue;
+            }
+            if let Some(res) = reservations.iter().find(|x| x.clique == id && x.domain != m.domain)
+                && !res.admits(c, self.free_for(c, res.domain), remaining)
+            {
+                held_for.push((id, *res));
                 continue;
             }
             let cap = self.available(c, m.domain, ask.tray_size).saturating_sub(c.promised).saturating_sub(reserve);
@@ -309,6 +317,18 @@ impl View {
             if !taken.is_empty() {
                 reserve_note
                     .push_str(&format!(" (cliqueExclusive: {} clique(s) run another ComputeDomain)", taken.len()));
+            }
+            if !held_for.is_empty() {
+                reserve_note.push_str(&format!(" ({} clique(s) reserved for domains waiting longer)", held_for.len()));
+            }
+            if let Some(own) = reservations.iter().find(|x| x.domain == m.domain) {
+                let short =
+                    own.size.saturating_sub(self.cliques.get(&own.clique).map_or(0, |c| self.free_for(c, m.domain)));
+                reserve_note.push_str(&format!(
+                    "; NVLink clique {} is reserved for it (first of its size class, waiting {}s): it starts there once {short} more tray(s) free up",
+                    self.str(own.clique),
+                    own.waited_ms / 1000
+                ));
             }
             let largest = self.cliques.values().map(|c| c.usable).max().unwrap_or(0);
             let sized = self.size_text(m.domain, &size);
@@ -381,19 +401,27 @@ impl View {
         }
         let fitting: alloc::collections::BTreeSet<StrId> = fits.iter().map(|f| f.1).collect();
         let taken: BTreeMap<StrId, StrId> = taken.into_iter().collect();
+        let held_for: BTreeMap<StrId, crate::reserve::Reservation> = held_for.into_iter().collect();
         for (&id, c) in &self.cliques {
             if fitting.contains(&id) || c.nodes.is_empty() {
                 continue;
             }
-            let verdict = match taken.get(&id) {
-                Some(&other) => r.verdict(
+            let verdict = match (taken.get(&id), held_for.get(&id)) {
+                (_, Some(res)) => r.verdict(
+                    Code::Unschedulable,
+                    format!(
+                        "NVLink clique is reserved for {}, first of its size class; other domains may only backfill trays it will not need",
+                        self.reservation_text(res)
+                    ),
+                ),
+                (Some(&other), None) => r.verdict(
                     Code::Unschedulable,
                     format!(
                         "NVLink clique runs ComputeDomain {}; cliqueExclusive: at most one ComputeDomain per clique",
                         self.domain_name(other)
                     ),
                 ),
-                None => too_small,
+                (None, None) => too_small,
             };
             d.cliques.push(CliqueVerdict { clique: id, verdict, score: 0 });
         }

@@ -18,6 +18,9 @@
 //! 7. best fit across cliques;
 //! 8. host-managed IMEX relaxes rule 2.
 //!
+//! A domain at the head of its size class that has waited `cliqueReservationAfterSeconds` gets a
+//! clique reserved, which others only backfill (`reserve`).
+//!
 //! Pods without a ComputeDomain are steered away from intact cliques and off free trays a
 //! starting domain still needs ([`View::steer`], `plainPodSteering`).
 //!
@@ -34,6 +37,7 @@ pub mod error;
 pub mod facts;
 mod member;
 mod nodes;
+mod reserve;
 pub mod size;
 mod steer;
 #[cfg(test)]
@@ -45,7 +49,8 @@ pub use args::{Args, ImexMode, WholeTray};
 pub use decide::CANDIDATE_CLIQUES;
 pub use error::{Error, Result};
 pub use facts::*;
+pub use reserve::SIZE_CLASSES;
 pub use size::{DomainSize, SizeSource};
-pub use steer::{SCORE_BROKEN_MIN, SCORE_BROKEN_SPAN, SCORE_INTACT, SCORE_NO_CLIQUE};
+pub use steer::{SCORE_BROKEN_MIN, SCORE_BROKEN_SPAN, SCORE_INTACT, SCORE_NO_CLIQUE, SCORE_RESERVED};
 pub use verdict::*;
 pub use view::View;

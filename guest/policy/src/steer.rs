@@ -7,7 +7,9 @@
 //! plain pod stay lookups:
 //! - nodes without a clique (no label, an empty clique ID, or a malformed label) score highest;
 //! - then cliques already broken, the fuller the higher (the fewest free trays);
-//! - intact cliques (every usable tray free, nothing promised) lowest;
+//! - intact cliques (every usable tray free, nothing promised) lower;
+//! - cliques reserved for a waiting domain (`reserve`) lowest, and closed to plain GPU pods'
+//!   new trays while backfill would delay that domain;
 //! - a plain GPU pod may not take a free tray of a clique whose free trays are all promised to
 //!   domains that started there and still place pods (it may still share a tray already in use).
 
@@ -25,6 +27,8 @@ use crate::view::View;
 pub const SCORE_NO_CLIQUE: u32 = 100;
 /// Score of an intact clique's nodes.
 pub const SCORE_INTACT: u32 = 10;
+/// Score of a clique reserved for a waiting domain.
+pub const SCORE_RESERVED: u32 = 0;
 /// Scores of a broken clique span `SCORE_BROKEN_MIN..=SCORE_BROKEN_MIN + SCORE_BROKEN_SPAN`, by the
 /// share of its usable trays not free.
 pub const SCORE_BROKEN_MIN: u32 = 20;
@@ -34,7 +38,8 @@ impl View {
     /// Where a pod without a ComputeDomain should go; `gpus` says whether it uses GPUs (a pod
     /// whose only claims are not for GPUs may pass false). `Skip` when steering is off or the
     /// cluster has no clique.
-    pub fn steer(&self, gpus: bool) -> PreFilterResult {
+    pub fn steer(&mut self, gpus: bool, now_ms: i64) -> PreFilterResult {
+        self.now_ms = now_ms;
         let skip = Verdict { code: Code::Skip, reason: 0 };
         let mut r = PreFilterResult {
             status: skip,
@@ -50,6 +55,7 @@ impl View {
             return r;
         }
         r.status = Verdict::SUCCESS;
+        let reservations = self.reservations();
         for (&id, c) in &self.cliques {
             if c.nodes.is_empty() {
                 continue;
@@ -61,13 +67,25 @@ impl View {
             } else {
                 SCORE_BROKEN_MIN + SCORE_BROKEN_SPAN * busy / c.usable.max(1)
             };
+            let reserved = reservations.iter().find(|x| x.clique == id);
+            let score = if reserved.is_some() { SCORE_RESERVED } else { score };
             let mut verdict = Verdict::SUCCESS;
-            if gpus && c.promised > 0 && free <= c.promised {
-                let text = format!(
+            let closed = if gpus && c.promised > 0 && free <= c.promised {
+                Some(format!(
                     "the {free} free tray(s) of NVLink clique {} are promised to {} starting there; a pod without a ComputeDomain may use a tray already in use there, or another clique",
                     self.str(id),
                     self.promised_to(id)
-                );
+                ))
+            } else {
+                reserved.filter(|x| gpus && !x.admits(c, self.free_for(c, x.domain), 1)).map(|x| {
+                    format!(
+                        "NVLink clique {} is reserved for {}, first of its size class; a pod without a ComputeDomain may use a tray already in use there, or another clique",
+                        self.str(id),
+                        self.reservation_text(x)
+                    )
+                })
+            };
+            if let Some(text) = closed {
                 let reason = r.reasons.len() as u32;
                 r.reasons.push(text);
                 verdict = Verdict { code: Code::Unschedulable, reason };
@@ -129,11 +147,11 @@ mod tests {
 
     #[test]
     fn skipped_without_cliques_or_when_off() {
-        let f = Fx::new("");
-        assert_eq!(f.v.steer(true).status.code, Code::Skip, "no clique in the cluster");
+        let mut f = Fx::new("");
+        assert_eq!(f.v.steer(true, 0).status.code, Code::Skip, "no clique in the cluster");
         let mut f = Fx::new(r#"{"plainPodSteering":false}"#);
         f.rack("a", 1, 4);
-        assert_eq!(f.v.steer(true).status.code, Code::Skip, "steering off");
+        assert_eq!(f.v.steer(true, 0).status.code, Code::Skip, "steering off");
     }
 
     /// Unlabelled nodes first, then broken cliques (fuller first), intact ones last.
@@ -150,7 +168,7 @@ mod tests {
                 f.bind("ns", &name, &format!("{rack}-{i:02}"));
             }
         }
-        let r = f.v.steer(true);
+        let r = f.v.steer(true, 0);
         assert_eq!(r.status.code, Code::Success);
         assert_eq!((r.other.code, r.other_score), (Code::Success, SCORE_NO_CLIQUE));
         let (a, b, c) = (score_of(&f, &r, 1), score_of(&f, &r, 2), score_of(&f, &r, 3));
@@ -183,7 +201,7 @@ mod tests {
         });
         f.bind("ns", "half", "a-04");
         // Free in clique 1: a-05, a-06 = exactly the 2 promised.
-        let r = f.v.steer(true);
+        let r = f.v.steer(true, 0);
         let (code, _) = score_of(&f, &r, 1);
         assert_eq!(code, Code::Unschedulable);
         let cv = r.cliques.iter().find(|v| f.v.str(v.clique) == clique(1)).unwrap();
@@ -193,17 +211,55 @@ mod tests {
         assert_eq!(shared, ["a-04"], "the tray already in use stays open to plain GPU pods");
         assert_eq!(score_of(&f, &r, 2), (Code::Success, SCORE_INTACT));
         // A CPU pod is only scored.
-        let cpu = f.v.steer(false);
+        let cpu = f.v.steer(false, 0);
         assert_eq!(score_of(&f, &cpu, 1).0, Code::Success);
         assert!(cpu.nodes.is_empty());
         // One more free tray than promised: plain GPU pods may take it.
         f.rack("a", 1, 8);
-        let r = f.v.steer(true);
+        let r = f.v.steer(true, 0);
         assert_eq!(score_of(&f, &r, 1).0, Code::Success);
         // The domain placed all its pods: nothing promised any more.
         f.bind("ns", "t4", "a-05");
         f.bind("ns", "t5", "a-06");
         f.v.assert_consistent();
-        assert_eq!(f.v.steer(true).nodes.len(), 0);
+        assert_eq!(f.v.steer(true, 0).nodes.len(), 0);
+    }
+
+    /// A clique reserved for a waiting domain scores lowest and is closed to plain GPU pods while
+    /// one more tray taken would delay that domain.
+    #[test]
+    fn a_reserved_clique_is_kept_for_its_domain() {
+        let mut f = Fx::new(r#"{"cliqueReservationAfterSeconds": 60}"#);
+        f.rack("a", 1, 8);
+        f.rack("b", 2, 8);
+        for (rack, n) in [("a", 3u32), ("b", 5)] {
+            for i in 0..n {
+                let name = format!("{rack}-p{i}");
+                plain(&mut f, &name);
+                f.bind("ns", &name, &format!("{rack}-{i:02}"));
+            }
+        }
+        f.domain("ns", "big", "uid-big");
+        for i in 0..7 {
+            f.pod("ns", &format!("big-{i}"), "big", |p| {
+                p.size_hint = Some(7);
+                p.created_ms = 1_000;
+            });
+        }
+        let before = f.v.steer(true, 30_000);
+        assert_eq!(score_of(&f, &before, 1).0, Code::Success, "not reserved yet");
+        let r = f.v.steer(true, 120_000);
+        let (code, score) = score_of(&f, &r, 1);
+        assert_eq!((code, score), (Code::Unschedulable, SCORE_RESERVED));
+        let cv = r.cliques.iter().find(|v| f.v.str(v.clique) == clique(1)).unwrap();
+        assert!(
+            r.reason(cv.verdict).contains("reserved for ComputeDomain ns/big (7 trays, waiting 119s)"),
+            "{}",
+            r.reason(cv.verdict)
+        );
+        assert_eq!(score_of(&f, &r, 2).0, Code::Success, "b is not reserved");
+        // A CPU pod is only scored away.
+        let cpu = f.v.steer(false, 120_000);
+        assert_eq!(score_of(&f, &cpu, 1), (Code::Success, SCORE_RESERVED));
     }
 }

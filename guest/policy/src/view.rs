@@ -45,6 +45,8 @@ struct PodContrib {
     owner: Option<StrId>,
     /// `metadata.creationTimestamp` (Unix ms, 0 when unknown).
     created_ms: i64,
+    /// `spec.priority`.
+    priority: i32,
 }
 
 /// Per-ComputeDomain aggregates.
@@ -60,6 +62,8 @@ pub(crate) struct Domain {
     pub owners: BTreeMap<StrId, u32>,
     /// Creation times of its pods (Unix ms -> pods created then).
     pub created: BTreeMap<i64, u32>,
+    /// Priorities of its pods (priority -> pods).
+    pub priorities: BTreeMap<i32, u32>,
     /// What this domain adds to a clique's `promised`.
     promise: Option<(StrId, u32)>,
 }
@@ -77,6 +81,13 @@ impl Domain {
     /// The clique it started in and how many of its pods are still to be placed there.
     pub fn promise(&self) -> Option<(StrId, u32)> {
         self.promise
+    }
+
+    /// The priority that ranks the domain, from its aggregates: the largest `spec.priority` of
+    /// the PodGroups its pods name when any sets one, else its pods' largest (0 without pods).
+    pub fn priority(&self, owners: &BTreeMap<StrId, OwnerFact>) -> i32 {
+        let groups = self.owners.keys().filter_map(|k| owners.get(k)?.priority).max();
+        groups.unwrap_or_else(|| self.priorities.keys().next_back().copied().unwrap_or(0))
     }
 
     /// The clique holding most of its placed pods (ties: smallest id, i.e. first interned).
@@ -335,6 +346,7 @@ impl View {
             size_hint: e.fact.size_hint,
             owner: e.fact.pod_group.or(e.fact.owner),
             created_ms: e.fact.created_ms,
+            priority: e.fact.priority,
         }
     }
 
@@ -360,6 +372,7 @@ impl View {
             bump(&mut dom.owners, o, add);
         }
         bump(&mut dom.created, c.created_ms, add);
+        bump(&mut dom.priorities, c.priority, add);
     }
 
     pub(crate) fn refresh_pod_contrib(&mut self, key: StrId) {
@@ -444,7 +457,16 @@ impl View {
                 .domains
                 .iter()
                 .map(|(k, d)| {
-                    (*k, d.pods, d.placed.clone(), d.pod_hints.clone(), d.owners.clone(), d.created.clone(), d.promise)
+                    (
+                        *k,
+                        d.pods,
+                        d.placed.clone(),
+                        d.pod_hints.clone(),
+                        d.owners.clone(),
+                        d.created.clone(),
+                        d.priorities.clone(),
+                        d.promise,
+                    )
                 })
                 .collect();
             format!("{cliques:?}\n{domains:?}\n{:?}\n{:?}", v.tray_sizes, v.malformed)

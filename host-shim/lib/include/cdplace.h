@@ -221,7 +221,8 @@ cdplace_error_t *cdplace_cluster_pre_filter(const cdplace_cluster_t *c, const ch
 
 /**
  * Plain-pod steering: where a pod without a ComputeDomain should go, the same answer for every
- * such pod on the same view (cache it per view version). gpus: 1 when the pod uses GPUs, else 0.
+ * such pod on the same view at the same time (cache it per view version, at most ~1 s: reservations
+ * change with the clock). gpus: 1 when the pod uses GPUs, else 0.
  * Writes a packed decision to *out, as cdplace_cluster_pre_filter (never a node set; other is
  * Success with its score): status Skip when plainPodSteering is off or no node has a clique;
  * else per clique a score (broken cliques above intact ones, nodes without a clique above both)

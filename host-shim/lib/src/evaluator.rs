@@ -36,8 +36,8 @@ pub trait Evaluator: Send + std::fmt::Debug {
     /// Decides where the pod with this key may go, as if `overlay` were applied, at the host's
     /// time `now_ms` (Unix milliseconds).
     fn pre_filter(&mut self, pod: StrId, overlay: &[OverlayOp], now_ms: i64) -> Result<PreFilterResult>;
-    /// Where a pod without a ComputeDomain should go (`gpus`: it uses GPUs).
-    fn steer(&mut self, gpus: bool) -> Result<PreFilterResult>;
+    /// Where a pod without a ComputeDomain should go (`gpus`: it uses GPUs), at the host's time.
+    fn steer(&mut self, gpus: bool, now_ms: i64) -> Result<PreFilterResult>;
 }
 
 /// Makes the evaluators of a cluster.
@@ -59,8 +59,8 @@ impl Evaluator for GuestInstance {
         GuestInstance::pre_filter(self, pod, overlay, now_ms)
     }
 
-    fn steer(&mut self, gpus: bool) -> Result<PreFilterResult> {
-        GuestInstance::steer(self, gpus)
+    fn steer(&mut self, gpus: bool, now_ms: i64) -> Result<PreFilterResult> {
+        GuestInstance::steer(self, gpus, now_ms)
     }
 }
 

@@ -253,7 +253,7 @@ impl Pool {
     /// Plain-pod steering (`gpus`: the pod uses GPUs), turned into `T` like [`Pool::pre_filter`].
     pub fn steer<T>(&self, gpus: bool, convert: impl Fn(&State, &PreFilterResult) -> T) -> Result<T> {
         let what = || String::from(if gpus { "plain GPU pod" } else { "plain pod" });
-        self.decide(what, convert, |_| Ok(move |e: &mut dyn Evaluator| e.steer(gpus)))
+        self.decide(what, convert, |_| Ok(move |e: &mut dyn Evaluator| e.steer(gpus, now_ms())))
     }
 
     /// One decision call: `prepare` reads the ids it needs from the state (under the lock), the

@@ -238,9 +238,9 @@ impl GuestInstance {
     }
 
     /// Plain-pod steering: where a pod without a ComputeDomain should go.
-    pub fn steer(&mut self, gpus: bool) -> Result<cdplace_policy::PreFilterResult> {
+    pub fn steer(&mut self, gpus: bool, now_ms: i64) -> Result<cdplace_policy::PreFilterResult> {
         self.arm();
-        match self.policy.call_steer(&mut self.store, gpus) {
+        match self.policy.call_steer(&mut self.store, gpus, now_ms) {
             Ok(r) => Ok(convert::result(r)),
             Err(e) => Err(self.fail(e)),
         }

@@ -51,8 +51,8 @@ impl Evaluator for NativeEvaluator {
         Ok(self.0.pre_filter(pod, overlay, now_ms))
     }
 
-    fn steer(&mut self, gpus: bool) -> Result<p::PreFilterResult> {
-        Ok(self.0.steer(gpus))
+    fn steer(&mut self, gpus: bool, now_ms: i64) -> Result<p::PreFilterResult> {
+        Ok(self.0.steer(gpus, now_ms))
     }
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,33 +17,39 @@ import (
 
 // Plain-pod steering: a pod without a ComputeDomain is scored toward nodes without a clique,
 // then cliques already broken, away from intact ones, and a plain GPU pod is kept off free trays
-// a starting domain still needs (guest/policy steer.rs decides; `plainPodSteering`). The answer
-// is the same for every plain pod on the same view, so it is asked once per view version and
-// kind (GPU or not) and shared: a plain pod costs a cache lookup in PreFilter and map lookups in
-// Filter and Score. A cluster without clique-labelled nodes pays nothing (Skip before any call).
+// a starting domain still needs or a clique reserved for a waiting domain (guest/policy steer.rs
+// decides; `plainPodSteering`). The answer is the same for every plain pod of one kind (GPU or
+// not) on the same view, so it is asked once per view version and kind, at most steerMaxAge
+// apart (reservations change with the clock), and shared: a plain pod costs a cache lookup in
+// PreFilter and map lookups in Filter and Score. A cluster without clique-labelled nodes pays nothing (Skip before any call).
+
+// steerMaxAge bounds how long one steering answer is reused on an unchanged view: reservations
+// (a domain waiting past cliqueReservationAfterSeconds) change with the clock alone.
+const steerMaxAge = time.Second
 
 // steered caches the policy's steering answer per view version, for GPU pods and others.
 type steered struct {
 	mu  sync.Mutex
 	seq [2]uint64
+	at  [2]time.Time
 	d   [2]*cdplace.Decision
 }
 
-func (s *steered) get(gpus bool, seq uint64) *cdplace.Decision {
+func (s *steered) get(gpus bool, seq uint64, now time.Time) *cdplace.Decision {
 	i := kindIndex(gpus)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.d[i] != nil && s.seq[i] == seq {
+	if s.d[i] != nil && s.seq[i] == seq && now.Sub(s.at[i]) < steerMaxAge {
 		return s.d[i]
 	}
 	return nil
 }
 
-func (s *steered) put(gpus bool, seq uint64, d *cdplace.Decision) {
+func (s *steered) put(gpus bool, seq uint64, now time.Time, d *cdplace.Decision) {
 	i := kindIndex(gpus)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.seq[i], s.d[i] = seq, d
+	s.seq[i], s.at[i], s.d[i] = seq, now, d
 }
 
 func kindIndex(gpus bool) int {
@@ -72,8 +79,8 @@ func (p *Plugin) steer(ctx context.Context, cs fwk.CycleState, pod *v1.Pod) *fwk
 		return fwk.NewStatus(fwk.Skip)
 	}
 	gpus := facts.UsesGPUsOrClaims(pod, p.keys)
-	seq := p.feed.sequence()
-	d := p.steerCache.get(gpus, seq)
+	seq, now := p.feed.sequence(), timeNow()
+	d := p.steerCache.get(gpus, seq, now)
 	if d == nil {
 		if err := p.feed.flush(); err != nil {
 			return fwk.AsStatus(fmt.Errorf("computedomain: updating the policy's view for pod %s/%s: %w", pod.Namespace, pod.Name, err))
@@ -85,7 +92,7 @@ func (p *Plugin) steer(ctx context.Context, cs fwk.CycleState, pod *v1.Pod) *fwk
 			klog.FromContext(ctx).V(2).Info("ComputeDomainPlacement: steering failed; pod not steered", "pod", klog.KObj(pod), "err", err)
 			return fwk.NewStatus(fwk.Skip)
 		}
-		p.steerCache.put(gpus, seq, d)
+		p.steerCache.put(gpus, seq, now, d)
 	}
 	if d.Status.Code == cdplace.CodeSkip {
 		return fwk.NewStatus(fwk.Skip)
