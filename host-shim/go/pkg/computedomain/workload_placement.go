@@ -33,8 +33,9 @@ import (
 // With the gates off the framework never calls these methods.
 
 var (
-	_ fwk.PlacementGeneratePlugin = &Plugin{}
-	_ fwk.PlacementScorePlugin    = &Plugin{}
+	_ fwk.PlacementGeneratePlugin  = &Plugin{}
+	_ fwk.PlacementScorePlugin     = &Plugin{}
+	_ fwk.PlacementScoreExtensions = &Plugin{}
 )
 
 const placementStateKey fwk.StateKey = Name + "/placements"
@@ -238,6 +239,31 @@ func (p *Plugin) ScorePlacement(ctx context.Context, state fwk.PlacementCycleSta
 	return score, nil
 }
 
-// PlacementScoreExtensions implements fwk.PlacementScorePlugin; scores are already in
-// [MinScore, MaxScore].
-func (p *Plugin) PlacementScoreExtensions() fwk.PlacementScoreExtensions { return nil }
+// PlacementScoreExtensions implements fwk.PlacementScorePlugin.
+func (p *Plugin) PlacementScoreExtensions() fwk.PlacementScoreExtensions { return p }
+
+// NormalizePlacementScore implements fwk.PlacementScoreExtensions: a ComputeDomain PodGroup's
+// feasible placements are spread over [MinScore, MaxScore] in the policy's order (best fit
+// MaxScore, worst MinScore). The policy's clique scores are ranks (100, 99, ...); left as they
+// are, one rank weighs less than NodeResourcesFit's or PodGroupPodsCount's placement scores, so
+// best fit would not decide. Other PodGroups' scores are left as they are (all MinScore).
+func (p *Plugin) NormalizePlacementScore(_ context.Context, state fwk.PodGroupCycleState, _ fwk.PodGroupInfo, scores []fwk.PlacementScore) *fwk.Status {
+	if state == nil {
+		return fwk.AsStatus(errors.New("computedomain: NormalizePlacementScore needs the pod group cycle state"))
+	}
+	if _, err := state.Read(placementStateKey); err != nil || len(scores) == 0 {
+		return nil
+	}
+	lo, hi := scores[0].Score, scores[0].Score
+	for _, s := range scores[1:] {
+		lo, hi = min(lo, s.Score), max(hi, s.Score)
+	}
+	for i := range scores {
+		if hi == lo {
+			scores[i].Score = fwk.MaxScore
+			continue
+		}
+		scores[i].Score = fwk.MinScore + (scores[i].Score-lo)*(fwk.MaxScore-fwk.MinScore)/(hi-lo)
+	}
+	return nil
+}

@@ -165,8 +165,10 @@ func TestGeneratePlacementsOnePerCliqueThatHoldsTheDomainScoredBestFit(t *testin
 	}
 	scores, st := e.scorePlacements(state, pg, placements)
 	wantCode(t, "PlacementScore", st, fwk.Success, "")
-	if scores[clique(1)] <= scores[clique(2)] {
-		t.Fatalf("best fit: clique a (8 free for 8) must outscore b (18 free): %v", scores)
+	// Normalized over the feasible placements and weighted 10, best fit outweighs the whole
+	// range of NodeResourcesFit's and PodGroupPodsCount's placement scores (weight 1 each).
+	if scores[clique(1)] != 10*fwk.MaxScore || scores[clique(2)] != 10*fwk.MinScore {
+		t.Fatalf("best fit: clique a (8 free for 8) must score %d and b (18 free) %d: %v", 10*fwk.MaxScore, 10*fwk.MinScore, scores)
 	}
 	// The decision is the one PreFilter makes: the group's pods reuse it.
 	if r := e.schedule(pods[1]); !r.preFilter.IsSuccess() || len(r.allowed) != 36 || r.filter["a-00"].IsSuccess() {
