@@ -14,7 +14,7 @@ import (
 	"github.com/cdplace/cdplace/e2e/harness"
 )
 
-// Scenario 19: the 1.37 workload cycle places a ComputeDomain PodGroup through
+// Scenario 20: the 1.37 workload cycle places a ComputeDomain PodGroup through
 // ComputeDomainPlacement. On a control plane with the workload gates on, a 10-tray domain leaves
 // one clique with 8 free trays and the other with 18; a PodGroup with gang minCount 8 and the
 // clique as its topology constraint, whose 8 pods share one ComputeDomain, is offered both cliques
@@ -23,7 +23,7 @@ import (
 // metrics show the plugin ran at PlacementGenerate and in the placement score phase (neither
 // series exists when the profile does not use the plugin there), and its log names the
 // placements.
-func TestScenario19WorkloadCyclePlacesTheGroupBestFit(t *testing.T) {
+func TestScenario20WorkloadCyclePlacesTheGroupBestFit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -33,7 +33,7 @@ func TestScenario19WorkloadCyclePlacesTheGroupBestFit(t *testing.T) {
 	}
 	t.Cleanup(gated.Down)
 	t.Logf("control plane with the workload gates up in %v", time.Since(start).Round(time.Millisecond))
-	s := newScenarioOn(t, gated, "s19", harness.Cdplace, twoRacks, harness.PrepareOptions{})
+	s := newScenarioOn(t, gated, "s20", harness.Cdplace, twoRacks, harness.PrepareOptions{})
 	s.watchDomains(map[string]int{"filler": 10, "gang": 8})
 	partly := s.fillClique("filler", 10)
 

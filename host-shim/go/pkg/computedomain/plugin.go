@@ -16,6 +16,7 @@
 //   - crd.go: whether the ComputeDomain API is served.
 //   - reuse.go: decision reuse across the pods of a domain.
 //   - steer.go: plain-pod steering (pods without a ComputeDomain).
+//   - workload_placement.go: the 1.37 workload cycle (GeneratePlacements, ScorePlacement).
 //
 // PreFilter makes at most one policy call per ComputeDomain pod and stores the decision in
 // CycleState; Filter and Score read it (no call per node).
