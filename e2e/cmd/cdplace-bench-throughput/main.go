@@ -59,18 +59,21 @@ const allNodes = harness.Profile("all-nodes-scheduler")
 
 // Run is one workload through one scheduler.
 type Run struct {
-	Trays      int                  `json:"trays"`
-	Kind       string               `json:"kind"`
-	Profile    string               `json:"profile"`
-	Rep        int                  `json:"rep"`
-	Pods       int                  `json:"pods"`
-	Bound      int                  `json:"bound"`
-	Seconds    float64              `json:"seconds"`
-	PodsPerSec float64              `json:"podsPerSecond"`
-	AttemptP50 float64              `json:"attemptP50ms"`
-	AttemptP99 float64              `json:"attemptP99ms"`
-	Extension  map[string]Quantiles `json:"extensionPoints"`
-	Plugins    map[string]Quantiles `json:"plugins"`
+	Trays      int     `json:"trays"`
+	Kind       string  `json:"kind"`
+	Profile    string  `json:"profile"`
+	Rep        int     `json:"rep"`
+	Pods       int     `json:"pods"`
+	Bound      int     `json:"bound"`
+	Seconds    float64 `json:"seconds"`
+	PodsPerSec float64 `json:"podsPerSecond"`
+	AttemptP50 float64 `json:"attemptP50ms"`
+	AttemptP99 float64 `json:"attemptP99ms"`
+	// RSSMiB is the scheduler process's resident set size right after the run (the fleet and
+	// the run's pods in its caches; cdplace's view, guest instances and owner informers too).
+	RSSMiB    float64              `json:"schedulerRSSMiB"`
+	Extension map[string]Quantiles `json:"extensionPoints"`
+	Plugins   map[string]Quantiles `json:"plugins"`
 }
 
 // Quantiles of one histogram in milliseconds (plugin metrics are sampled by the scheduler).
@@ -354,9 +357,13 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 	if err != nil {
 		return Run{}, err
 	}
+	rss, err := sched.RSSBytes()
+	if err != nil {
+		return Run{}, err
+	}
 	stopWatch()
 	mu.Lock()
-	r := Run{Trays: trays, Kind: kind, Profile: string(p), Rep: rep, Pods: len(pods), Bound: len(boundAt)}
+	r := Run{Trays: trays, Kind: kind, Profile: string(p), Rep: rep, Pods: len(pods), Bound: len(boundAt), RSSMiB: round(float64(rss) / (1 << 20))}
 	var last time.Time
 	for _, t := range boundAt {
 		if t.After(last) {
@@ -550,7 +557,7 @@ func report(out string, runs []Run) error {
 		fmt.Fprintf(&b, "| %d | %s | %.1f | %.1f | %.2f | %s | %s | %s | %s |\n", s.Trays, s.Kind, s.Cdplace, s.Baseline, s.Ratio,
 			allCol, allRatio, s.CdplaceBound, s.BaselineBound)
 	}
-	b.WriteString("\n| trays | workload | profile | rep | pods/s | attempt p50/p99 ms | cdplace PreFilter p50/p99 ms | cdplace Filter p50/p99 | cdplace Score p50/p99 | DynamicResources PreFilter p50/p99 | DynamicResources Filter p50/p99 |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| trays | workload | profile | rep | pods/s | scheduler RSS MiB | attempt p50/p99 ms | cdplace PreFilter p50/p99 ms | cdplace Filter p50/p99 | cdplace Score p50/p99 | DynamicResources PreFilter p50/p99 | DynamicResources Filter p50/p99 |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	q := func(r Run, k string) string {
 		v, ok := r.Plugins[k]
 		if !ok {
@@ -559,8 +566,8 @@ func report(out string, runs []Run) error {
 		return fmt.Sprintf("%.3f / %.3f", v.P50, v.P99)
 	}
 	for _, r := range runs {
-		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.1f | %.1f / %.1f | %s | %s | %s | %s | %s |\n", r.Trays, r.Kind, r.Profile, r.Rep, r.PodsPerSec,
-			r.AttemptP50, r.AttemptP99, q(r, "ComputeDomainPlacement/PreFilter"), q(r, "ComputeDomainPlacement/Filter"),
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.1f | %.0f | %.1f / %.1f | %s | %s | %s | %s | %s |\n", r.Trays, r.Kind, r.Profile, r.Rep, r.PodsPerSec,
+			r.RSSMiB, r.AttemptP50, r.AttemptP99, q(r, "ComputeDomainPlacement/PreFilter"), q(r, "ComputeDomainPlacement/Filter"),
 			q(r, "ComputeDomainPlacement/Score"), q(r, "DynamicResources/PreFilter"), q(r, "DynamicResources/Filter"))
 	}
 	var groups []string
