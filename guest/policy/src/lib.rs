@@ -18,9 +18,12 @@
 //! 7. best fit across cliques;
 //! 8. host-managed IMEX relaxes rule 2.
 //!
+//! 9. gang preemption ([`preempt`]): whole lower-priority domains and plain GPU pods are
+//!    evicted from one clique for a domain that has not started and fits it when empty.
+//!
 //! Modules: [`args`] (plugin arguments), [`facts`] (input), [`view`] (incremental aggregates),
 //! `nodes` (per-node summaries, per-clique aggregates), `member` (ComputeDomain membership),
-//! [`size`] (a domain's size and its source), `decide` (PreFilter), [`verdict`] (output), [`error`].
+//! [`size`] (a domain's size and its source), `decide` (PreFilter), [`preempt`] (PostFilter), [`verdict`] (output), [`error`].
 #![no_std]
 
 extern crate alloc;
@@ -31,6 +34,7 @@ pub mod error;
 pub mod facts;
 mod member;
 mod nodes;
+pub mod preempt;
 pub mod size;
 #[cfg(test)]
 mod testutil;
@@ -41,6 +45,7 @@ pub use args::{Args, ImexMode, WholeTray};
 pub use decide::CANDIDATE_CLIQUES;
 pub use error::{Error, Result};
 pub use facts::*;
+pub use preempt::{Plan, Preemption};
 pub use size::{DomainSize, SizeSource};
 pub use verdict::*;
 pub use view::View;
