@@ -14,6 +14,7 @@ use crate::extract::{self, Kind};
 use crate::facts::{self, Record};
 use crate::overlay::Overlay;
 use crate::pool::Pool;
+use crate::preemption::{self, Preemption};
 use crate::runtime::Limits;
 use crate::settings::Settings;
 use crate::{Error, Result};
@@ -97,6 +98,13 @@ impl Cluster {
     /// the Go adapter reads; no per-node strings are built.
     pub fn pre_filter_packed(&self, namespace: &str, name: &str, overlay: &[Overlay]) -> Result<Vec<u8>> {
         self.pool.pre_filter(namespace, name, overlay, decision::packed)
+    }
+
+    /// Gang preemption for a pod (PostFilter): the whole lower-priority domains and plain GPU
+    /// pods to evict so its domain fits one clique, or why none help. A guest failure is an
+    /// error and the instance is discarded, as for PreFilter. Nothing in the view changes.
+    pub fn preempt(&self, namespace: &str, name: &str) -> Result<Preemption> {
+        self.pool.preempt(namespace, name, preemption::resolve)
     }
 
     /// Every node with its clique label value, sorted by name.

@@ -1,5 +1,5 @@
 //! The policy backend as a trait: an [`Evaluator`] is one policy instance (configure, apply
-//! deltas, PreFilter), a [`Backend`] makes them for a cluster under its [`Limits`]. The
+//! deltas, PreFilter, gang preemption), a [`Backend`] makes them for a cluster under its [`Limits`]. The
 //! production backend is the WebAssembly component ([`Runtime`] making [`GuestInstance`]s); the
 //! test kit implements the same traits with the policy compiled natively, to compare the two.
 //!
@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use cdplace_policy::{OverlayOp, PreFilterResult, StrId};
+use cdplace_policy::{OverlayOp, PreFilterResult, Preemption, StrId};
 
 use crate::Result;
 use crate::runtime::{GuestInstance, Limits, Runtime};
@@ -36,6 +36,9 @@ pub trait Evaluator: Send + std::fmt::Debug {
     /// Decides where the pod with this key may go, as if `overlay` were applied, at the host's
     /// time `now_ms` (Unix milliseconds).
     fn pre_filter(&mut self, pod: StrId, overlay: &[OverlayOp], now_ms: i64) -> Result<PreFilterResult>;
+    /// Gang preemption for the pod with this key at the host's time `now_ms`: the victims, or
+    /// why none help. Changes nothing in the view.
+    fn preempt(&mut self, pod: StrId, now_ms: i64) -> Result<Preemption>;
 }
 
 /// Makes the evaluators of a cluster.
@@ -55,6 +58,10 @@ impl Evaluator for GuestInstance {
 
     fn pre_filter(&mut self, pod: StrId, overlay: &[OverlayOp], now_ms: i64) -> Result<PreFilterResult> {
         GuestInstance::pre_filter(self, pod, overlay, now_ms)
+    }
+
+    fn preempt(&mut self, pod: StrId, now_ms: i64) -> Result<Preemption> {
+        GuestInstance::preempt(self, pod, now_ms)
     }
 }
 

@@ -50,6 +50,10 @@ impl Evaluator for NativeEvaluator {
     fn pre_filter(&mut self, pod: p::StrId, overlay: &[p::OverlayOp], now_ms: i64) -> Result<p::PreFilterResult> {
         Ok(self.0.pre_filter(pod, overlay, now_ms))
     }
+
+    fn preempt(&mut self, pod: p::StrId, now_ms: i64) -> Result<p::Preemption> {
+        Ok(self.0.preempt(pod, now_ms))
+    }
 }
 
 fn demand(g: &wit::GpuDemand) -> p::GpuDemand {
