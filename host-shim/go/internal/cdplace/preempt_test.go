@@ -26,7 +26,9 @@ func TestPreemptThroughTheLibrary(t *testing.T) {
 		b.Add(AppendDomain(nil, &facts.Domain{Namespace: "ns", Name: cd.name, UID: uid, SizeHint: some(cd.size)}))
 		b.Add(AppendTemplate(nil, &facts.Template{Namespace: "ns", Name: cd.name + "-channel", Domain: some(uid)}))
 	}
-	claims := func(cd string) []facts.PodClaim { return []facts.PodClaim{{Name: "channel", Template: some(cd + "-channel")}} }
+	claims := func(cd string) []facts.PodClaim {
+		return []facts.PodClaim{{Name: "channel", Template: some(cd + "-channel")}}
+	}
 	for i := 0; i < 3; i++ {
 		b.Add(AppendPod(nil, &facts.Pod{Namespace: "ns", Name: fmt.Sprintf("low-%d", i), NodeName: some(fmt.Sprintf("a-%d", i)), Claims: claims("low"), GPUs: 4, Priority: 1}))
 	}
