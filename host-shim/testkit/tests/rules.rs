@@ -1049,8 +1049,9 @@ fn gang_preemption_evicts_a_whole_lower_priority_domain_on_both_builds() {
     let mut objs = rack("a", 1, 4);
     objs.extend(rack("b", 2, 4));
     for (cd, size, priority, rk) in [("low", 3, 1, Some("a")), ("mid", 3, 5, Some("b")), ("high", 4, 100, None)] {
-        objs.extend(domain(NS, cd, &format!("uid-{cd}")));
-        objs[objs.len() - 2] = annotate(objs[objs.len() - 2].clone(), "cdplace.nvidia.com/size", &size.to_string());
+        let mut d = domain(NS, cd, &format!("uid-{cd}"));
+        d[0] = annotate(d[0].clone(), "cdplace.nvidia.com/size", &size.to_string());
+        objs.extend(d);
         for i in 0..size {
             let p = prio(cd_pod(NS, cd, &format!("{cd}-{i}")), priority);
             objs.push(match rk {
