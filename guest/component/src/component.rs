@@ -80,6 +80,23 @@ impl bindings::Guest for Policy {
     fn steer(gpus: bool, now_ms: i64) -> wv::PreFilterResult {
         result(with_view(|v| v.steer(gpus, now_ms)))
     }
+
+    fn preempt(pod: u32, now_ms: i64) -> wv::Preemption {
+        let r = with_view(|v| v.preempt(pod, now_ms));
+        wv::Preemption {
+            domain: r.domain,
+            plan: r.plan.map(|p| wv::PreemptionPlan {
+                clique: p.clique,
+                node: p.node,
+                pods: p.pods,
+                domains: p.domains,
+                gpus: p.gpus,
+                priority: p.priority,
+                trays: p.trays,
+            }),
+            reason: r.reason,
+        }
+    }
 }
 
 bindings::export!(Policy with_types_in bindings);

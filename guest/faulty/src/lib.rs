@@ -26,7 +26,7 @@ mod faulty {
     }
     use bindings::cdplace::policy::errors::PolicyError;
     use bindings::cdplace::policy::facts::Delta;
-    use bindings::cdplace::policy::verdicts::{Code, PreFilterResult, Verdict};
+    use bindings::cdplace::policy::verdicts::{Code, PreFilterResult, Preemption, Verdict};
     use bindings::{OverlayOp, Settings};
 
     static FAULT: AtomicU8 = AtomicU8::new(0);
@@ -125,6 +125,10 @@ mod faulty {
 
         fn steer(_: bool, _: i64) -> PreFilterResult {
             skipped()
+        }
+
+        fn preempt(_: u32, _: i64) -> Preemption {
+            Preemption { domain: None, plan: None, reason: String::from("the faulty component never preempts") }
         }
     }
 

@@ -102,6 +102,20 @@ impl View {
     pub fn pre_filter(&mut self, pod: StrId, overlay: &[OverlayOp], now_ms: i64) -> PreFilterResult {
         self.now_ms = now_ms;
         let mut undo = Vec::new();
+        // A pod nominated by preemption does not hold its own tray against itself; the clique it
+        // was nominated to stays its domain's clique.
+        let mut own_nomination = None;
+        if let Some(e) = self.pods.get(&pod)
+            && e.fact.placement == Placement::Nominated
+            && let Some(orig) = self.unlink_pod(pod)
+        {
+            own_nomination = orig.node.and_then(|n| self.nodes.get(&n)).and_then(|n| n.summary.clique);
+            let mut f = orig.clone();
+            f.placement = Placement::Pending;
+            f.node = None;
+            self.link_pod(f);
+            undo.push(Undo::Replace(orig));
+        }
         for op in overlay {
             match *op {
                 OverlayOp::RemovePod(k) => {
@@ -121,7 +135,7 @@ impl View {
             }
         }
         let mut reasons = Reasons::new();
-        let (decision, domain) = self.decide(pod, &mut reasons);
+        let (decision, domain) = self.decide(pod, own_nomination, &mut reasons);
         for u in undo.into_iter().rev() {
             match u {
                 Undo::Restore(f) => self.link_pod(f),
@@ -143,7 +157,7 @@ impl View {
         }
     }
 
-    fn decide(&self, key: StrId, r: &mut Reasons) -> (Decision, Option<StrId>) {
+    fn decide(&self, key: StrId, own_nomination: Option<StrId>, r: &mut Reasons) -> (Decision, Option<StrId>) {
         let Some(pod) = self.pods.get(&key) else {
             let text = format!("pod {} is not in the policy's view (the host must send it first)", self.str(key));
             return (Decision::status(r.verdict(Code::Error, text)), None);
@@ -153,7 +167,7 @@ impl View {
             // Not a ComputeDomain pod; IMEX daemon pods follow their DaemonSet's node selector.
             Ok(None) => (Decision::status(Verdict { code: Code::Skip, reason: 0 }), None),
             Ok(Some(m)) if m.daemon => (Decision::status(Verdict { code: Code::Skip, reason: 0 }), Some(m.domain)),
-            Ok(Some(m)) => (self.decide_member(pod.fact.namespace, pod.gpu_use, *m, r), Some(m.domain)),
+            Ok(Some(m)) => (self.decide_member(pod.fact.namespace, pod.gpu_use, *m, own_nomination, r), Some(m.domain)),
         }
     }
 
@@ -162,6 +176,7 @@ impl View {
         namespace: StrId,
         gpu_use: crate::facts::GpuDemand,
         m: Member,
+        own_nomination: Option<StrId>,
         r: &mut Reasons,
     ) -> Decision {
         let (via_ns, via_name) = m.via;
@@ -208,12 +223,18 @@ impl View {
         let placed = agg.placed_total();
         let remaining = size.size.saturating_sub(placed).max(1);
 
-        if let Some(home) = agg.home() {
+        // Where it started, else the clique a gang preemption nominated it to.
+        if let Some(home) = agg.target().or(own_nomination) {
             let clique = self.cliques.get(&home);
             let available = clique.map_or(0, |c| self.available(c, m.domain, ask.tray_size));
             if available == 0 {
                 let sized = self.size_text(m.domain, &size);
-                let text = if placed >= size.size {
+                let text = if placed == 0 {
+                    format!(
+                        "ComputeDomain {cd} was nominated to NVLink clique {} by preemption and needs {remaining} tray(s) there ({sized}); none is free yet (its victims are leaving)",
+                        self.str(home)
+                    )
+                } else if placed >= size.size {
                     format!(
                         "ComputeDomain {cd} runs in NVLink clique {} with {placed} pods placed ({sized}); this extra pod needs a free tray there too, but none is free; its pods never leave that clique",
                         self.str(home)

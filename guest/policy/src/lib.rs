@@ -18,6 +18,9 @@
 //! 7. best fit across cliques;
 //! 8. host-managed IMEX relaxes rule 2.
 //!
+//! 9. gang preemption ([`preempt`]): whole lower-priority domains and plain GPU pods are
+//!    evicted from one clique for a domain that has not started and fits it when empty.
+//!
 //! A domain at the head of its size class that has waited `cliqueReservationAfterSeconds` gets a
 //! clique reserved, which others only backfill (`reserve`).
 //!
@@ -26,7 +29,8 @@
 //!
 //! Modules: [`args`] (plugin arguments), [`facts`] (input), [`view`] (incremental aggregates),
 //! `nodes` (per-node summaries, per-clique aggregates), `member` (ComputeDomain membership),
-//! [`size`] (a domain's size and its source), `decide` (PreFilter), `steer` (plain pods), [`verdict`] (output), [`error`].
+//! [`size`] (a domain's size and its source), `decide` (PreFilter), [`preempt`] (PostFilter),
+//! `reserve` (head-of-queue reservations), `steer` (plain pods), [`verdict`] (output), [`error`].
 #![no_std]
 
 extern crate alloc;
@@ -37,6 +41,7 @@ pub mod error;
 pub mod facts;
 mod member;
 mod nodes;
+pub mod preempt;
 mod reserve;
 pub mod size;
 mod steer;
@@ -49,6 +54,7 @@ pub use args::{Args, ImexMode, WholeTray};
 pub use decide::CANDIDATE_CLIQUES;
 pub use error::{Error, Result};
 pub use facts::*;
+pub use preempt::{Plan, Preemption};
 pub use reserve::SIZE_CLASSES;
 pub use size::{DomainSize, SizeSource};
 pub use steer::{SCORE_BROKEN_MIN, SCORE_BROKEN_SPAN, SCORE_INTACT, SCORE_NO_CLIQUE, SCORE_RESERVED};

@@ -63,7 +63,7 @@ impl View {
         let largest = self.cliques.values().map(|c| c.usable).max().unwrap_or(0);
         let mut heads: [Option<Candidate>; SIZE_CLASSES.len()] = [None; SIZE_CLASSES.len()];
         for (&uid, d) in &self.domains {
-            if d.pods == 0 || d.home().is_some() || !self.domain_facts.contains_key(&uid) {
+            if d.pods == 0 || d.target().is_some() || !self.domain_facts.contains_key(&uid) {
                 continue;
             }
             let size = self.size_of(uid);
@@ -77,7 +77,7 @@ impl View {
             if oldest <= 0 || self.now_ms.saturating_sub(oldest) < after_ms || self.can_start_now(uid, size.size) {
                 continue;
             }
-            let c = Candidate { priority: d.priority(&self.owners), oldest_ms: oldest, domain: uid, size: size.size };
+            let c = Candidate { priority: self.domain_priority(uid), oldest_ms: oldest, domain: uid, size: size.size };
             let class = SIZE_CLASSES.iter().position(|&(lo, hi)| (lo..=hi).contains(&size.size)).unwrap_or(0);
             let first = heads[class].is_none_or(|h| {
                 (c.priority, -c.oldest_ms, self.str(h.domain)) > (h.priority, -h.oldest_ms, self.str(c.domain))

@@ -45,6 +45,46 @@ impl Fx {
         }
     }
 
+    /// A plain pod (no claims) bound to `node` using `gpus` GPUs at `priority`.
+    pub fn plain(&mut self, ns: &str, name: &str, node: &str, gpus: u32, priority: i32) {
+        let key = format!("{ns}/{name}");
+        let p = PodFact {
+            key: self.id(&key),
+            namespace: self.id(ns),
+            placement: Placement::Bound,
+            node: Some(self.id(node)),
+            claims: vec![],
+            gpus,
+            size_hint: None,
+            pod_group: None,
+            owner: None,
+            created_ms: 0,
+            priority,
+        };
+        self.pods.insert(key, p.clone());
+        self.v.apply([Delta::UpsertPod(p)]).expect("pod");
+    }
+
+    /// Sets the driver's ComputeDomain label of a node of clique `clique` (4 GPUs).
+    pub fn label_node(&mut self, node: &str, clique: u32, uid: &str) {
+        let n = NodeFact {
+            name: self.id(node),
+            clique_label: Some(self.id(&format!("{CLUSTER}.{clique}"))),
+            unschedulable: false,
+            gpus: 4,
+            domain_label: Some(self.id(uid)),
+        };
+        self.v.apply([Delta::UpsertNode(n)]).expect("node");
+    }
+
+    /// Sends a PodGroup owner with a size and priority.
+    pub fn pod_group(&mut self, key: &str, size: u32, priority: i32) -> StrId {
+        let o = OwnerFact { key: self.id(key), size, source: self.id("PodGroup minCount"), priority: Some(priority) };
+        let k = o.key;
+        self.v.apply([Delta::UpsertOwner(o)]).expect("owner");
+        k
+    }
+
     /// A ComputeDomain with its channel template `<name>-channel`.
     pub fn domain(&mut self, ns: &str, name: &str, uid: &str) {
         self.domain_with(ns, name, uid, None, None);

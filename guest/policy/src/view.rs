@@ -40,6 +40,8 @@ struct PodContrib {
     domain: Option<StrId>,
     /// The clique of its node when bound or assumed there.
     placed_in: Option<StrId>,
+    /// The clique of its node when only nominated there (preemption made room for it).
+    nominated_in: Option<StrId>,
     size_hint: Option<u32>,
     /// Owner key whose size counts for the domain: the PodGroup, else the controller.
     owner: Option<StrId>,
@@ -56,6 +58,8 @@ pub(crate) struct Domain {
     pub pods: u32,
     /// Bound or assumed workload pods by clique.
     pub placed: BTreeMap<StrId, u32>,
+    /// Nominated workload pods by clique: preemption made room for the domain there.
+    pub nominated: BTreeMap<StrId, u32>,
     /// Size annotations of its pods: `(size, pod key)`.
     pub pod_hints: BTreeSet<(u32, StrId)>,
     /// Owners of its pods (owner key -> pods naming it): a pod's PodGroup, else its controller.
@@ -71,16 +75,15 @@ pub(crate) struct Domain {
 impl Domain {
     /// No pod contributes to it any more.
     fn is_empty(&self) -> bool {
-        self.pods == 0 && self.placed.is_empty() && self.pod_hints.is_empty() && self.owners.is_empty()
+        self.pods == 0
+            && self.placed.is_empty()
+            && self.nominated.is_empty()
+            && self.pod_hints.is_empty()
+            && self.owners.is_empty()
     }
 
     pub fn placed_total(&self) -> u32 {
         self.placed.values().sum()
-    }
-
-    /// The clique it started in and how many of its pods are still to be placed there.
-    pub fn promise(&self) -> Option<(StrId, u32)> {
-        self.promise
     }
 
     /// The priority that ranks the domain, from its aggregates: the largest `spec.priority` of
@@ -93,6 +96,22 @@ impl Domain {
     /// The clique holding most of its placed pods (ties: smallest id, i.e. first interned).
     pub fn home(&self) -> Option<StrId> {
         self.placed.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))).map(|(c, _)| *c)
+    }
+
+    /// The clique holding most of its nominated pods, for a domain that has placed none: the
+    /// clique a gang preemption freed for it (ties: smallest id).
+    pub fn nominated_home(&self) -> Option<StrId> {
+        self.nominated.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))).map(|(c, _)| *c)
+    }
+
+    /// The clique the domain is bound to: where it started, else where preemption nominated it.
+    pub fn target(&self) -> Option<StrId> {
+        self.home().or_else(|| self.nominated_home())
+    }
+
+    /// What this domain promises its target clique: `(clique, trays)`.
+    pub fn promise(&self) -> Option<(StrId, u32)> {
+        self.promise
     }
 }
 
@@ -339,10 +358,12 @@ impl View {
             return PodContrib::default();
         }
         let placed = matches!(e.fact.placement, Placement::Assumed | Placement::Bound);
-        let placed_in = e.fact.node.filter(|_| placed).and_then(|n| self.nodes.get(&n)).and_then(|n| n.summary.clique);
+        let clique_of =
+            |on: bool| e.fact.node.filter(|_| on).and_then(|n| self.nodes.get(&n)).and_then(|n| n.summary.clique);
         PodContrib {
             domain: Some(m.domain),
-            placed_in,
+            placed_in: clique_of(placed),
+            nominated_in: clique_of(e.fact.placement == Placement::Nominated),
             size_hint: e.fact.size_hint,
             owner: e.fact.pod_group.or(e.fact.owner),
             created_ms: e.fact.created_ms,
@@ -360,6 +381,9 @@ impl View {
         }
         if let Some(cl) = c.placed_in {
             bump(&mut dom.placed, cl, add);
+        }
+        if let Some(cl) = c.nominated_in {
+            bump(&mut dom.nominated, cl, add);
         }
         if let Some(h) = c.size_hint {
             if add {
@@ -389,12 +413,15 @@ impl View {
         }
     }
 
-    /// Recomputes what a domain promises to its home clique.
+    /// Recomputes what a domain promises to its target clique (its home, else the clique a
+    /// preemption nominated it to): the trays it still needs there beyond those its placed and
+    /// nominated pods already hold.
     fn refresh_domain(&mut self, uid: StrId) {
         let Some(agg) = self.domains.get(&uid) else { return };
-        let new = agg.home().and_then(|home| {
-            let outstanding = self.size_of(uid).size.saturating_sub(agg.placed_total());
-            (outstanding > 0).then_some((home, outstanding))
+        let new = agg.target().and_then(|target| {
+            let holding = agg.placed_total() + agg.nominated.get(&target).copied().unwrap_or(0);
+            let outstanding = self.size_of(uid).size.saturating_sub(holding);
+            (outstanding > 0).then_some((target, outstanding))
         });
         let old = agg.promise;
         if old == new {
@@ -461,6 +488,7 @@ impl View {
                         *k,
                         d.pods,
                         d.placed.clone(),
+                        d.nominated.clone(),
                         d.pod_hints.clone(),
                         d.owners.clone(),
                         d.created.clone(),

@@ -232,6 +232,22 @@ cdplace_error_t *cdplace_cluster_pre_filter(const cdplace_cluster_t *c, const ch
  */
 cdplace_error_t *cdplace_cluster_steer(const cdplace_cluster_t *c, uint8_t gpus, cdplace_bytes_t *out);
 
+/**
+ * Gang preemption (PostFilter) for pod ns/name: which whole lower-priority ComputeDomains and
+ * plain GPU pods to evict so that its domain (not started yet) fits one NVLink clique. Writes
+ * JSON to *out (free with cdplace_bytes_delete):
+ *   {"domain": S|null,
+ *    "plan": {"clique": S, "node": S (to nominate the pod to), "pods": ["ns/name", ...],
+ *             "domains": [UID, ...], "gpus": N, "priority": N (highest victim priority),
+ *             "trays": N} | null (preemption cannot help),
+ *    "reason": S (why not, or what the plan does)}
+ * The view is not changed: the victims leave it when their deletions are applied as facts.
+ * Errors: CDPLACE_ERROR_UNKNOWN_POD; CDPLACE_ERROR_TRAP, _TIMEOUT, _OUT_OF_MEMORY (the instance
+ * is discarded). Thread-safe: concurrent calls run on separate guest instances.
+ */
+cdplace_error_t *cdplace_cluster_preempt(const cdplace_cluster_t *c, const char *ns, size_t ns_len,
+                                         const char *name, size_t name_len, cdplace_bytes_t *out);
+
 #ifdef __cplusplus
 }
 #endif

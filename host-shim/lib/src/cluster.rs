@@ -14,6 +14,7 @@ use crate::extract::{self, Kind};
 use crate::facts::{self, Record};
 use crate::overlay::Overlay;
 use crate::pool::Pool;
+use crate::preemption::{self, Preemption};
 use crate::runtime::Limits;
 use crate::settings::Settings;
 use crate::{Error, Result};
@@ -108,6 +109,13 @@ impl Cluster {
     /// [`Cluster::steer`] in the packed `CDP3` form.
     pub fn steer_packed(&self, gpus: bool) -> Result<Vec<u8>> {
         self.pool.steer(gpus, decision::packed)
+    }
+
+    /// Gang preemption for a pod (PostFilter): the whole lower-priority domains and plain GPU
+    /// pods to evict so its domain fits one clique, or why none help. A guest failure is an
+    /// error and the instance is discarded, as for PreFilter. Nothing in the view changes.
+    pub fn preempt(&self, namespace: &str, name: &str) -> Result<Preemption> {
+        self.pool.preempt(namespace, name, preemption::resolve)
     }
 
     /// Every node with its clique label value, sorted by name.

@@ -101,6 +101,22 @@ fn verdict(x: v::Verdict) -> p::Verdict {
     p::Verdict { code, reason: x.reason }
 }
 
+pub(crate) fn preemption(r: v::Preemption) -> p::Preemption {
+    p::Preemption {
+        domain: r.domain,
+        plan: r.plan.map(|x| p::Plan {
+            clique: x.clique,
+            node: x.node,
+            pods: x.pods,
+            domains: x.domains,
+            gpus: x.gpus,
+            priority: x.priority,
+            trays: x.trays,
+        }),
+        reason: r.reason,
+    }
+}
+
 pub(crate) fn result(r: v::PreFilterResult) -> p::PreFilterResult {
     p::PreFilterResult {
         status: verdict(r.status),

@@ -1,5 +1,5 @@
 //! The policy backend as a trait: an [`Evaluator`] is one policy instance (configure, apply
-//! deltas, PreFilter), a [`Backend`] makes them for a cluster under its [`Limits`]. The
+//! deltas, PreFilter, gang preemption), a [`Backend`] makes them for a cluster under its [`Limits`]. The
 //! production backend is the WebAssembly component ([`Runtime`] making [`GuestInstance`]s); the
 //! test kit implements the same traits with the policy compiled natively, to compare the two.
 //!
@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use cdplace_policy::{OverlayOp, PreFilterResult, StrId};
+use cdplace_policy::{OverlayOp, PreFilterResult, Preemption, StrId};
 
 use crate::Result;
 use crate::runtime::{GuestInstance, Limits, Runtime};
@@ -38,6 +38,9 @@ pub trait Evaluator: Send + std::fmt::Debug {
     fn pre_filter(&mut self, pod: StrId, overlay: &[OverlayOp], now_ms: i64) -> Result<PreFilterResult>;
     /// Where a pod without a ComputeDomain should go (`gpus`: it uses GPUs), at the host's time.
     fn steer(&mut self, gpus: bool, now_ms: i64) -> Result<PreFilterResult>;
+    /// Gang preemption for the pod with this key at the host's time `now_ms`: the victims, or
+    /// why none help. Changes nothing in the view.
+    fn preempt(&mut self, pod: StrId, now_ms: i64) -> Result<Preemption>;
 }
 
 /// Makes the evaluators of a cluster.
@@ -61,6 +64,10 @@ impl Evaluator for GuestInstance {
 
     fn steer(&mut self, gpus: bool, now_ms: i64) -> Result<PreFilterResult> {
         GuestInstance::steer(self, gpus, now_ms)
+    }
+
+    fn preempt(&mut self, pod: StrId, now_ms: i64) -> Result<Preemption> {
+        GuestInstance::preempt(self, pod, now_ms)
     }
 }
 

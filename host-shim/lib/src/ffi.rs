@@ -356,6 +356,32 @@ pub unsafe extern "C" fn cdplace_cluster_forget(
     })
 }
 
+/// Gang preemption (PostFilter) for the pod `ns/name`: writes the victims as JSON to `out`
+/// (free with `cdplace_bytes_delete`), `{"domain": S|null, "plan": {"clique": S, "node": S,
+/// "pods": [S], "domains": [S], "gpus": N, "priority": N, "trays": N}|null, "reason": S}`. The
+/// view is not changed. Errors as for `cdplace_cluster_pre_filter`.
+///
+/// # Safety
+/// `c` must be a live cluster; each string valid for its length; `out` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cdplace_cluster_preempt(
+    c: *const cdplace_cluster_t,
+    ns: *const u8,
+    ns_len: usize,
+    name: *const u8,
+    name_len: usize,
+    out: *mut cdplace_bytes_t,
+) -> *mut cdplace_error_t {
+    guard(|| {
+        // SAFETY: per the contract above.
+        let (c, ns, name) = unsafe { (cluster(c)?, text(ns, ns_len, "namespace")?, text(name, name_len, "name")?) };
+        if out.is_null() {
+            return Err(bad_call("out is NULL"));
+        }
+        give(out, c.preempt(ns, name)?.to_json().into_bytes())
+    })
+}
+
 /// PreFilter for the pod `ns/name`, as if the packed overlay (layout in the header; zero bytes
 /// for none) were applied. Writes the packed decision `CDP3` to `out` (free with
 /// `cdplace_bytes_delete`). A guest trap, timeout or memory exhaustion is an error

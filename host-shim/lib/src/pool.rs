@@ -298,6 +298,47 @@ impl Pool {
     }
 }
 
+impl Pool {
+    /// Runs gang preemption for the pod `namespace/name` and turns the result into `T` with the
+    /// state it was computed against (as [`Pool::pre_filter`]). It journals nothing: the view
+    /// changes only when the victims' deletions come back through the informers.
+    pub fn preempt<T>(
+        &self,
+        namespace: &str,
+        name: &str,
+        convert: impl Fn(&State, &cdplace_policy::Preemption) -> T,
+    ) -> Result<T> {
+        loop {
+            let (pod, wanted) = {
+                let sh = self.shared();
+                let Some(pod) = sh.state.pod(namespace, name) else {
+                    return Err(Error::UnknownPod(format!("{namespace}/{name}")));
+                };
+                (pod, sh.generation)
+            };
+            let mut lease = self.checkout()?;
+            if lease.generation != wanted {
+                self.checkin(lease);
+                continue;
+            }
+            let r = match lease.instance.preempt(pod, now_ms()) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(error = %crate::error::chain(&e), pod = %format!("{namespace}/{name}"), "policy preempt call failed; instance discarded");
+                    self.shared().release(lease.pos, lease.generation);
+                    return Err(e);
+                }
+            };
+            let generation = lease.generation;
+            self.checkin(lease);
+            let sh = self.shared();
+            if sh.generation == generation {
+                return Ok(convert(&sh.state, &r));
+            }
+        }
+    }
+}
+
 /// The host's clock for the policy (Unix milliseconds).
 fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)

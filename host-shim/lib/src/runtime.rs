@@ -245,4 +245,13 @@ impl GuestInstance {
             Err(e) => Err(self.fail(e)),
         }
     }
+
+    /// Runs gang preemption for a pod at the host's time `now_ms` (Unix milliseconds).
+    pub fn preempt(&mut self, pod: cdplace_policy::StrId, now_ms: i64) -> Result<cdplace_policy::Preemption> {
+        self.arm();
+        match self.policy.call_preempt(&mut self.store, pod, now_ms) {
+            Ok(r) => Ok(convert::preemption(r)),
+            Err(e) => Err(self.fail(e)),
+        }
+    }
 }

@@ -237,6 +237,14 @@ impl Twin {
         assert_eq!(crate::packed::decode_decision(&packed), w, "the packed steering decision differs");
         n
     }
+
+    /// Gang preemption for `ns/name` on both builds; they must agree exactly.
+    pub fn preempt(&self, ns: &str, name: &str) -> cdplace_host::Preemption {
+        let n = self.native.preempt(ns, name).expect("native preempt");
+        let w = self.wasm.preempt(ns, name).expect("wasm preempt");
+        assert_eq!(n, w, "native and wasm policies disagree on preemption for {ns}/{name}");
+        n
+    }
 }
 
 /// Filter's code and reason plus Score for one node, as the plugin would read them.

@@ -54,6 +54,10 @@ impl Evaluator for NativeEvaluator {
     fn steer(&mut self, gpus: bool, now_ms: i64) -> Result<p::PreFilterResult> {
         Ok(self.0.steer(gpus, now_ms))
     }
+
+    fn preempt(&mut self, pod: p::StrId, now_ms: i64) -> Result<p::Preemption> {
+        Ok(self.0.preempt(pod, now_ms))
+    }
 }
 
 fn demand(g: &wit::GpuDemand) -> p::GpuDemand {

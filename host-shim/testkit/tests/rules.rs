@@ -1079,3 +1079,41 @@ fn plain_pods_are_steered_off_intact_cliques_and_promised_trays() {
     let off = Twin::with_args(r#"{"plainPodSteering": false}"#, &objs);
     assert_eq!(off.steer(true).status.code, Code::Skip);
 }
+
+// ---------------------------------------------------------------- gang preemption
+
+/// The issue's scenario on two cliques: a high-priority domain of 4 gets clique 1 by evicting
+/// the whole lower-priority domain there (the youngest-equal rules are native tests); wasm and
+/// native agree, and preemption changes neither view.
+#[test]
+fn gang_preemption_evicts_a_whole_lower_priority_domain_on_both_builds() {
+    let prio = |mut p: serde_json::Value, v: i64| {
+        p["spec"]["priority"] = json!(v);
+        p
+    };
+    let mut objs = rack("a", 1, 4);
+    objs.extend(rack("b", 2, 4));
+    for (cd, size, priority, rk) in [("low", 3, 1, Some("a")), ("mid", 3, 5, Some("b")), ("high", 4, 100, None)] {
+        let mut d = domain(NS, cd, &format!("uid-{cd}"));
+        d[0] = annotate(d[0].clone(), "cdplace.nvidia.com/size", &size.to_string());
+        objs.extend(d);
+        for i in 0..size {
+            let p = prio(cd_pod(NS, cd, &format!("{cd}-{i}")), priority);
+            objs.push(match rk {
+                Some(r) => bound(p, &format!("{r}-{i:02}")),
+                None => p,
+            });
+        }
+    }
+    let t = Twin::new(&objs);
+    let before = t.decide(NS, "high-0");
+    let pr = t.preempt(NS, "high-0");
+    let plan = pr.plan.as_ref().unwrap_or_else(|| panic!("a plan: {}", pr.reason));
+    assert_eq!(plan.clique, c(1), "priority 1 rather than 5");
+    assert_eq!(plan.domains, ["uid-low"]);
+    assert_eq!(plan.pods, [format!("{NS}/low-0"), format!("{NS}/low-1"), format!("{NS}/low-2")]);
+    assert_eq!((plan.gpus, plan.priority, plan.node.as_str()), (12, 1, "a-03"));
+    assert_eq!(t.decide(NS, "high-0"), before, "preempt changes nothing");
+    let huge = t.preempt(NS, "mid-0");
+    assert!(huge.plan.is_none() && huge.reason.contains("already has NVLink clique"), "{}", huge.reason);
+}

@@ -125,7 +125,7 @@ func TestArgsAreValidatedByThePolicyAndSettingsComeBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Settings{Keys: facts.DefaultKeys, CallTimeoutMs: 750, MemoryLimitMiB: 64}
+	want := Settings{Keys: facts.DefaultKeys, CallTimeoutMs: 750, MemoryLimitMiB: 64, PlainPodSteering: true}
 	want.CliqueLabel = "example.com/clique"
 	if s != want {
 		t.Fatalf("settings %+v, want %+v", s, want)

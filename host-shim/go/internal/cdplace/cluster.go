@@ -170,3 +170,52 @@ func (c *Cluster) Steer(gpus bool) (*Decision, error) {
 	}
 	return DecodeDecision(takeBytes(&out))
 }
+
+// PreemptionPlan is the victims of one gang preemption.
+type PreemptionPlan struct {
+	// Clique is the clique label value the preemptor's domain gets.
+	Clique string `json:"clique"`
+	// Node is the node to nominate the preemptor to.
+	Node string `json:"node"`
+	// Pods are the "namespace/name" keys of every pod to evict, sorted.
+	Pods []string `json:"pods"`
+	// Domains are the UIDs of the ComputeDomains evicted whole, sorted.
+	Domains []string `json:"domains"`
+	// GPUs the victims use.
+	GPUs uint32 `json:"gpus"`
+	// Priority is the highest priority among the victims.
+	Priority int32 `json:"priority"`
+	// Trays of the clique the victims hold or have promised to them.
+	Trays uint32 `json:"trays"`
+}
+
+// Preemption is what gang preemption decided for a pod.
+type Preemption struct {
+	// Domain is the UID of the pod's ComputeDomain, "" when it has none.
+	Domain string `json:"domain"`
+	// Plan is nil when preemption cannot help.
+	Plan *PreemptionPlan `json:"plan"`
+	// Reason says why preemption cannot help, or what the plan does.
+	Reason string `json:"reason"`
+}
+
+// Preempt asks the policy which whole lower-priority ComputeDomains and plain GPU pods to
+// evict so the pod's domain fits one clique (PostFilter). The view is not changed.
+func (c *Cluster) Preempt(namespace, name string) (*Preemption, error) {
+	np, nn := str(namespace)
+	p, n := str(name)
+	var out C.cdplace_bytes_t
+	c.cross()
+	err := take(C.cdplace_cluster_preempt(c.ptr, np, nn, p, n, &out))
+	runtime.KeepAlive(namespace)
+	runtime.KeepAlive(name)
+	runtime.KeepAlive(c)
+	if err != nil {
+		return nil, err
+	}
+	var pr Preemption
+	if err := json.Unmarshal(takeBytes(&out), &pr); err != nil {
+		return nil, fmt.Errorf("cdplace: decoding a preemption: %w", err)
+	}
+	return &pr, nil
+}

@@ -7,6 +7,7 @@
 // File map:
 //   - plugin.go: the factory and the extension points.
 //   - decide.go: one policy decision per pod (reuse, preemption's overlay), statuses.
+//   - preempt.go: PostFilter, gang preemption (the policy's victims carried out).
 //   - state.go: CycleState.
 //   - hints.go: EventsToRegister and the QueueingHints.
 //   - classify.go: which pods are ComputeDomain pods.
@@ -34,6 +35,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/dynamic"
+	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -57,6 +60,13 @@ type Plugin struct {
 	// steering: plainPodSteering (steer.go); steerCache holds the shared answer.
 	steering   bool
 	steerCache steered
+	// dyn reads ComputeDomains (the gang preemption Event goes on the preemptor's domain).
+	dyn dynamic.Interface
+	// pdbs lists PodDisruptionBudgets for gang preemption (nil without an informer factory).
+	pdbs policylisters.PodDisruptionBudgetLister
+	// preempted remembers recent gang preemptions by domain UID (preempt.go).
+	preemptedMu sync.Mutex
+	preempted   map[string]preemptedFor
 	// domainEvents: the ComputeDomain API was served at start, so its events are registered
 	// (registering them otherwise would hold the scheduler's start on an informer that never
 	// syncs).
@@ -72,6 +82,7 @@ var (
 	_ fwk.ReservePlugin       = &Plugin{}
 	_ fwk.EnqueueExtensions   = &Plugin{}
 	_ fwk.SignPlugin          = &Plugin{}
+	_ fwk.PostFilterPlugin    = &Plugin{}
 )
 
 // argsPath is where the args sit in the scheduler's configuration, for messages.
@@ -152,7 +163,11 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err := startWorkloads(ctx, h, f, in.dyn); err != nil {
 		return nil, err
 	}
-	p := &Plugin{handle: h, cluster: cluster, keys: settings.Keys, feed: f, reuse: newDecisions(func() time.Time { return timeNow() }), steering: settings.PlainPodSteering}
+	p := &Plugin{handle: h, cluster: cluster, keys: settings.Keys, feed: f, reuse: newDecisions(func() time.Time { return timeNow() }),
+		steering: settings.PlainPodSteering, dyn: in.dyn}
+	if sif := h.SharedInformerFactory(); sif != nil {
+		p.pdbs = sif.Policy().V1().PodDisruptionBudgets().Lister()
+	}
 	p.crd = &crdWatch{logger: logger, start: in.startDomains, now: func() time.Time { return timeNow() }}
 	if cs := h.ClientSet(); cs != nil {
 		p.crd.client = cs.Discovery()

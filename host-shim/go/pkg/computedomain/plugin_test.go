@@ -22,6 +22,7 @@ import (
 	dynfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -135,6 +136,7 @@ type env struct {
 	client *fake.Clientset
 	dyn    *dynfake.FakeDynamicClient
 	nodes  []*v1.Node
+	events *events.FakeRecorder
 	// objects fed to the API (benchmarks replay them).
 	objects []any
 }
@@ -177,6 +179,7 @@ func newEnvWith(t testing.TB, crd bool, args string, nodes []*v1.Node, cds []*un
 		servesComputeDomains(client)
 	}
 	informerFactory := informers.NewSharedInformerFactory(client, 0)
+	recorder := events.NewFakeRecorder(1000)
 	scheme := runtime.NewScheme()
 	dynObjs := make([]runtime.Object, 0, len(cds))
 	for _, cd := range cds {
@@ -204,9 +207,10 @@ func newEnvWith(t testing.TB, crd bool, args string, nodes []*v1.Node, cds []*un
 	fh, err := tf.NewFramework(ctx, []tf.RegisterPluginFunc{
 		tf.RegisterQueueSortPlugin(queuesort.Name, queuesort.New),
 		tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New),
-		tf.RegisterPluginAsExtensions(Name, factory, "PreFilter", "Filter", "PreScore", "Score", "Reserve"),
+		tf.RegisterPluginAsExtensions(Name, factory, "PreFilter", "Filter", "PostFilter", "PreScore", "Score", "Reserve"),
 	}, "computedomain-scheduler",
 		frameworkruntime.WithClientSet(client),
+		frameworkruntime.WithEventRecorder(recorder),
 		frameworkruntime.WithInformerFactory(informerFactory),
 		frameworkruntime.WithSnapshotSharedLister(schedcache.NewSnapshot(pods, nodes)),
 	)
@@ -220,7 +224,7 @@ func newEnvWith(t testing.TB, crd bool, args string, nodes []*v1.Node, cds []*un
 	}); err != nil {
 		t.Fatalf("plugin never synced: %v", err)
 	}
-	return &env{t: t, ctx: ctx, fh: fh, plugin: plugin, client: client, dyn: dyn, nodes: nodes}
+	return &env{t: t, ctx: ctx, fh: fh, plugin: plugin, client: client, dyn: dyn, nodes: nodes, events: recorder}
 }
 
 // apply feeds objects straight into the plugin's view, as the informers would, and applies

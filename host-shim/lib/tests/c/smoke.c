@@ -279,6 +279,18 @@ static void policy_checks(cdplace_runtime_t *rt) {
     CHECK(!d.has_node_set, "q0 has no node set: %s", node_set(&d));
   } else expect_ok(err, "pre_filter q0");
 
+  /* Gang preemption: cd has the same priority as cd2, so nothing may be evicted for q0. */
+  cdplace_bytes_t pj = {0};
+  expect_ok(cdplace_cluster_preempt(c, "ns", 2, "q0", 2, &pj), "preempt q0");
+  char *pjs = calloc(pj.len + 1, 1);
+  memcpy(pjs, pj.data, pj.len);
+  CHECK(strstr(pjs, "\"domain\":\"uid-2\",\"plan\":null") != NULL && strstr(pjs, "no lower-priority domains") != NULL,
+        "preempt q0: %s", pjs);
+  free(pjs);
+  cdplace_bytes_delete(&pj);
+  expect_kind(cdplace_cluster_preempt(c, "ns", 2, "ghost", 5, &pj), CDPLACE_ERROR_UNKNOWN_POD, "preempt ghost");
+  expect_kind(cdplace_cluster_preempt(c, "ns", 2, "q0", 2, NULL), CDPLACE_ERROR_BAD_CALL, "preempt without out");
+
   /* As if p0 were preempted (packed overlay): clique 1 is free again. */
   batch_t o = {0};
   u32(&o, 1); u8(&o, 1); str(&o, "ns"); str(&o, "p0"); str(&o, "");

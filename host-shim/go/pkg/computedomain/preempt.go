@@ -1,0 +1,246 @@
+package computedomain
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	policy "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	policylisters "k8s.io/client-go/listers/policy/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	apipod "k8s.io/kubernetes/pkg/api/v1/pod"
+	"k8s.io/kubernetes/pkg/scheduler/util"
+
+	"github.com/cdplace/cdplace/host-shim/go/internal/cdplace"
+)
+
+// Gang preemption (PostFilter). The policy decides the victims (whole lower-priority
+// ComputeDomains and plain GPU pods of one clique, a pure function of its view); this file
+// only carries them out as default preemption carries out its own: a DisruptionTarget
+// condition (reason PreemptionByScheduler), a delete with a UID precondition and an Event per
+// victim, then the preemptor nominated to a node of the freed clique (ModeOverride), which the
+// policy then holds its whole domain to and promises to it.
+//
+// ComputeDomainPlacement's PostFilter runs before DefaultPreemption. It returns Unschedulable at
+// once for any other pod (no policy call), so DefaultPreemption handles it; for a ComputeDomain
+// pod it answers UnschedulableAndUnresolvable when gang preemption cannot help, which stops
+// DefaultPreemption from evicting part of a domain for it (per pod and per node, it cannot free
+// a clique; see the README).
+//
+// PodDisruptionBudgets: default preemption prefers candidates without PDB violations but still
+// preempts when every candidate violates one (deletion is not the eviction API, so a PDB never
+// blocks it). The policy picks a single plan without PDBs, so every plan is treated like default
+// preemption's last resort: the violations are counted as it counts them, logged and named in
+// the victims' Events, and the plan goes ahead.
+
+// preemptNeverReason is the PostFilter reason for a pod that may not preempt.
+const preemptNeverReason = "ComputeDomain gang preemption: not eligible due to preemptionPolicy=Never"
+
+// PostFilter implements fwk.PostFilterPlugin: gang preemption for a ComputeDomain pod (see above).
+func (p *Plugin) PostFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	domain, cd := p.feed.isComputeDomainPod(pod)
+	if !cd {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	logger := klog.FromContext(ctx)
+	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever {
+		logger.V(5).Info("ComputeDomainPlacement: no gang preemption", "pod", klog.KObj(pod), "reason", preemptNeverReason)
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, preemptNeverReason)
+	}
+	if err := p.feed.flush(); err != nil {
+		return nil, fwk.AsStatus(fmt.Errorf("computedomain: updating the policy's view for pod %s/%s: %w", pod.Namespace, pod.Name, err))
+	}
+	if by, ok := p.recentPreemption(domain); ok {
+		// The nomination has not reached the view yet (informer lag): another pod of the same
+		// domain must not preempt again on a view that still shows the victims.
+		reason := fmt.Sprintf("ComputeDomain gang preemption: waiting for the victims of the preemption made for pod %s", by)
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
+	}
+	pr, err := p.cluster.Preempt(pod.Namespace, pod.Name)
+	if err != nil {
+		return nil, fwk.AsStatus(fmt.Errorf("computedomain gang preemption failed for pod %s/%s: %w", pod.Namespace, pod.Name, err))
+	}
+	if pr.Plan == nil {
+		reason := "ComputeDomain gang preemption: " + pr.Reason
+		logger.V(5).Info("ComputeDomainPlacement: no gang preemption", "pod", klog.KObj(pod), "reason", reason)
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
+	}
+	if st := p.evict(ctx, pod, pr); st != nil {
+		return nil, st
+	}
+	p.notePreemption(domain, pod)
+	return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: pr.Plan.Node, NominatingMode: fwk.ModeOverride}},
+		fwk.NewStatus(fwk.Success)
+}
+
+// evict carries out a plan: every victim gets the DisruptionTarget condition and is deleted
+// (UID precondition: a pod recreated under the same name is not touched), with an Event naming
+// the preemptor; one more Event goes on the preemptor's ComputeDomain (else on the pod).
+func (p *Plugin) evict(ctx context.Context, preemptor *v1.Pod, pr *cdplace.Preemption) *fwk.Status {
+	logger := klog.FromContext(ctx)
+	cs := p.handle.ClientSet()
+	plan := pr.Plan
+	victims := make([]*v1.Pod, 0, len(plan.Pods))
+	for _, key := range plan.Pods {
+		ns, name, _ := strings.Cut(key, "/")
+		v, err := p.handle.SharedInformerFactory().Core().V1().Pods().Lister().Pods(ns).Get(name)
+		if apierrors.IsNotFound(err) {
+			continue // already gone
+		}
+		if err != nil {
+			return fwk.AsStatus(fmt.Errorf("computedomain gang preemption: reading victim %s: %w", key, err))
+		}
+		victims = append(victims, v)
+	}
+	violations := pdbViolations(p.pdbs, victims)
+	where := fmt.Sprintf("NVLink clique %s", plan.Clique)
+	message := fmt.Sprintf("Preempted by pod %s (%s/%s), ComputeDomain gang preemption of %d pod(s) in %s",
+		preemptor.UID, preemptor.Namespace, preemptor.Name, len(plan.Pods), where)
+	if violations > 0 {
+		message += fmt.Sprintf("; %d victim(s) violate a PodDisruptionBudget", violations)
+		logger.Info("ComputeDomainPlacement: gang preemption violates PodDisruptionBudgets", "preemptor", klog.KObj(preemptor), "violations", violations)
+	}
+	for _, victim := range victims {
+		condition := &v1.PodCondition{
+			Type:               v1.DisruptionTarget,
+			ObservedGeneration: apipod.CalculatePodConditionObservedGeneration(&victim.Status, victim.Generation, v1.DisruptionTarget),
+			Status:             v1.ConditionTrue,
+			Reason:             v1.PodReasonPreemptionByScheduler,
+			Message:            fmt.Sprintf("%s: preempting to accommodate a higher priority ComputeDomain (gang preemption)", preemptor.Spec.SchedulerName),
+		}
+		newStatus := victim.Status.DeepCopy()
+		if apipod.UpdatePodCondition(newStatus, condition) {
+			if err := util.PatchPodStatus(ctx, cs, victim.Name, victim.Namespace, &victim.Status, newStatus); err != nil {
+				if apierrors.IsNotFound(err) {
+					continue
+				}
+				return fwk.AsStatus(fmt.Errorf("computedomain gang preemption: adding DisruptionTarget to %s/%s: %w", victim.Namespace, victim.Name, err))
+			}
+		}
+		uid := victim.UID
+		err := cs.CoreV1().Pods(victim.Namespace).Delete(ctx, victim.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			continue // gone, or another pod under its name
+		}
+		if err != nil {
+			return fwk.AsStatus(fmt.Errorf("computedomain gang preemption: deleting %s/%s: %w", victim.Namespace, victim.Name, err))
+		}
+		if rec := p.handle.EventRecorder(); rec != nil {
+			rec.Eventf(victim, preemptor, v1.EventTypeNormal, "Preempted", "Preempting", "%s", message)
+		}
+		logger.V(2).Info("ComputeDomainPlacement: gang preemption evicted a pod", "preemptor", klog.KObj(preemptor), "victim", klog.KObj(victim), "clique", plan.Clique)
+	}
+	summary := fmt.Sprintf("Gang preemption for pod %s/%s: %s; nominated to node %s", preemptor.Namespace, preemptor.Name, pr.Reason, plan.Node)
+	if rec := p.handle.EventRecorder(); rec != nil {
+		if cd := p.domainObject(ctx, preemptor.Namespace, pr.Domain); cd != nil {
+			rec.Eventf(cd, preemptor, v1.EventTypeNormal, "GangPreemption", "Preempting", "%s", summary)
+		} else {
+			rec.Eventf(preemptor, nil, v1.EventTypeNormal, "GangPreemption", "Preempting", "%s", summary)
+		}
+	}
+	logger.V(2).Info("ComputeDomainPlacement: gang preemption", "preemptor", klog.KObj(preemptor), "domains", plan.Domains,
+		"pods", len(plan.Pods), "gpus", plan.GPUs, "clique", plan.Clique, "node", plan.Node)
+	return nil
+}
+
+// domainObject is the ComputeDomain with this UID in the namespace, for its Event (nil when it
+// cannot be read: the Event goes on the pod instead).
+func (p *Plugin) domainObject(ctx context.Context, namespace, uid string) runtime.Object {
+	if p.dyn == nil || uid == "" {
+		return nil
+	}
+	list, err := p.dyn.Resource(ComputeDomainGVR).Namespace(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil
+	}
+	for i := range list.Items {
+		if string(list.Items[i].GetUID()) == uid {
+			return &list.Items[i]
+		}
+	}
+	return nil
+}
+
+// pdbViolations counts the victims whose deletion would take a PodDisruptionBudget below its
+// allowed disruptions, as default preemption counts them (a pod already in DisruptedPods is not
+// counted; an empty selector matches nothing).
+func pdbViolations(lister policylisters.PodDisruptionBudgetLister, victims []*v1.Pod) int {
+	if lister == nil {
+		return 0
+	}
+	pdbs, err := lister.List(labels.Everything())
+	if err != nil || len(pdbs) == 0 {
+		return 0
+	}
+	return countPDBViolations(pdbs, victims)
+}
+
+func countPDBViolations(pdbs []*policy.PodDisruptionBudget, victims []*v1.Pod) int {
+	allowed := make([]int32, len(pdbs))
+	for i, pdb := range pdbs {
+		allowed[i] = pdb.Status.DisruptionsAllowed
+	}
+	n := 0
+	for _, pod := range victims {
+		if len(pod.Labels) == 0 {
+			continue
+		}
+		for i, pdb := range pdbs {
+			if pdb.Namespace != pod.Namespace {
+				continue
+			}
+			sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+			if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
+				continue
+			}
+			if _, done := pdb.Status.DisruptedPods[pod.Name]; done {
+				continue
+			}
+			allowed[i]--
+			if allowed[i] < 0 {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// preemptionHold is how long a domain's other pods do not preempt again after a gang
+// preemption for one of them, while the preemptor's nomination travels to the view.
+const preemptionHold = 30 * time.Second
+
+// recentPreemption reports the preemptor of a gang preemption made for this domain within
+// preemptionHold.
+func (p *Plugin) recentPreemption(domain string) (string, bool) {
+	p.preemptedMu.Lock()
+	defer p.preemptedMu.Unlock()
+	r, ok := p.preempted[domain]
+	if !ok || timeNow().Sub(r.at) > preemptionHold {
+		delete(p.preempted, domain)
+		return "", false
+	}
+	return r.by, true
+}
+
+func (p *Plugin) notePreemption(domain string, pod *v1.Pod) {
+	p.preemptedMu.Lock()
+	defer p.preemptedMu.Unlock()
+	if p.preempted == nil {
+		p.preempted = map[string]preemptedFor{}
+	}
+	p.preempted[domain] = preemptedFor{by: pod.Namespace + "/" + pod.Name, at: timeNow()}
+}
+
+// preemptedFor is a gang preemption made for a domain.
+type preemptedFor struct {
+	by string
+	at time.Time
+}
