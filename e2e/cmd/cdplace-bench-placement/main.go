@@ -6,29 +6,40 @@
 //   - baseline: the default scheduler with the upstream pattern (required pod affinity on the
 //     clique), no cdplace;
 //   - cdplace: the shipped ComputeDomainPlacement configuration (whole-tray Require, best fit);
-//   - cdplace-reserveN: the same with reserveTraysPerClique: N.
+//   - cdplace-reserveN: the same with reserveTraysPerClique: N;
+//   - cdplace-reserveafterN: the same with cliqueReservationAfterSeconds: N (real seconds; the
+//     shipped 60 s is 1080 trace seconds at -time-scale 18, so a scaled-down threshold shows the
+//     head-of-queue reservation within the trace).
+//
+// -seeds replays every configuration for each seed's trace on the same control plane, in the
+// listed order for the first seed, reversed for the second, and so on (so neither configuration
+// always runs on a warmer control plane). Per size class (1–4, 5–8, 9–15, 16–18 trays) it reports
+// the share of domains started, the median and p95 wait, and whole-domain preemptions with the
+// GPU-hours they evicted.
 //
 // It records splits across cliques, Prepare refusals, stranded GPUs, GPU allocation over time,
 // the wait from a domain's creation to all its pods bound, and the offline whole-tray packing
 // bound at saturation (see BoundDefinition), and writes placement.json, allocation.csv,
-// allocation.svg (and useful-allocation.svg, waiting.svg, summary.md, trace.json) under -out.
+// allocation.svg (and useful-allocation.svg, waiting.svg, summary.md, trace.json) under
+// -out/seed-N, and placement.json, summary.md and the per-class charts over all seeds under -out.
 // Each domain is submitted as users write it: a ComputeDomain without cdplace's size annotation
 // and an Indexed Job of its size. It exits non-zero when a cdplace configuration split a domain,
 // let one stall part-bound or caused a Prepare refusal (3), or when the run itself failed (1).
 //
-//	go run ./cmd/cdplace-bench-placement -repo ..            # full: 8 racks, 120 domains, ~11 min
-//	go run ./cmd/cdplace-bench-placement -repo .. -smoke     # CI: 2 racks, 16 domains, ~45 s
+//	go run ./cmd/cdplace-bench-placement -repo ..            # full: 2 seeds × 3 configs, 8 racks, 120 domains, ~25 min
+//	go run ./cmd/cdplace-bench-placement -repo .. -smoke     # CI: 1 seed, 2 racks, 16 domains, ~1 min
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -42,7 +53,7 @@ import (
 
 type options struct {
 	root, out, configs string
-	seed               uint64
+	seeds              []uint64
 	racks, trays       int
 	arrivals, plain    int
 	failures           int
@@ -58,8 +69,10 @@ func main() {
 	var o options
 	flag.StringVar(&o.root, "repo", ".", "repository root")
 	flag.StringVar(&o.out, "out", "target/bench/placement", "output directory (relative to -repo unless absolute); -smoke defaults to target/bench/placement-smoke")
-	flag.StringVar(&o.configs, "configs", "baseline,cdplace,cdplace-reserve2", "configurations to compare, in order: baseline, cdplace, cdplace-reserve<N>")
-	flag.Uint64Var(&o.seed, "seed", 1, "trace seed")
+	flag.StringVar(&o.configs, "configs", "baseline,cdplace,cdplace-reserveafter15",
+		"configurations to compare, in order: baseline, cdplace, cdplace-reserve<N> (reserveTraysPerClique), cdplace-reserveafter<N> (cliqueReservationAfterSeconds, real seconds)")
+	seeds := flag.String("seeds", "1,2", "trace seeds, comma-separated; every configuration runs on each (-smoke: the first only)")
+	seed := flag.Uint64("seed", 0, "one trace seed (overrides -seeds)")
 	flag.IntVar(&o.racks, "racks", 8, "NVL72 racks, one 18-tray clique each")
 	flag.IntVar(&o.trays, "trays", 18, "trays per clique")
 	flag.IntVar(&o.arrivals, "arrivals", 120, "ComputeDomain arrivals")
@@ -72,12 +85,23 @@ func main() {
 	flag.DurationVar(&o.satGrace, "sat-grace", 2*time.Second, "a domain unbound this long makes a sample saturated")
 	flag.DurationVar(&o.stallGrace, "stall-grace", 10*time.Second, "a domain with pods bound and pods pending this long, while a clique could hold it whole, has stalled part-bound (the settle window, 5 s, plus a scheduling cycle)")
 	flag.DurationVar(&o.progress, "progress", 20*time.Second, "progress line period")
-	flag.BoolVar(&o.smoke, "smoke", false, "small and quick (CI): 2 racks, 16 domains, 4 plain pods, 1 failure, time scale 600, label lag 1s")
+	flag.BoolVar(&o.smoke, "smoke", false, "small and quick (CI): 1 seed, 2 racks, 16 domains, 4 plain pods, 1 failure, time scale 600, label lag 1s")
 	flag.BoolVar(&o.keepLogs, "keep-logs", false, "keep the control plane's logs")
 	flag.BoolVar(&o.replot, "replot", false, "only rewrite the CSV, charts and table from -out's placement.json (no control plane)")
 	flag.Parse()
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	if o.seeds, err = parseSeeds(*seeds); err != nil {
+		fmt.Fprintln(os.Stderr, "cdplace-bench-placement: -seeds:", err)
+		os.Exit(2)
+	}
+	switch {
+	case set["seed"]:
+		o.seeds = []uint64{*seed}
+	case o.smoke && !set["seeds"]:
+		o.seeds = o.seeds[:1]
+	}
 	if o.smoke {
 		def := func(name string, apply func()) {
 			if !set[name] {
@@ -102,7 +126,6 @@ func main() {
 		o.failures = max(1, o.racks*3/8)
 	}
 	var code int
-	var err error
 	if o.replot {
 		code, err = replot(o)
 	} else {
@@ -123,6 +146,42 @@ type config struct {
 	Profile      harness.Profile
 	PluginConfig []byte // the cdplace profile's pluginConfig; nil: as shipped
 	Reserve      int    // reserveTraysPerClique in PluginConfig
+	ReserveAfter int    // cliqueReservationAfterSeconds in PluginConfig; 0: the shipped default
+}
+
+// parseSeeds reads "1,2" (at least one seed, no repeats).
+func parseSeeds(list string) ([]uint64, error) {
+	var out []uint64
+	seen := map[uint64]bool{}
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("seed %q: %w", f, err)
+		}
+		if seen[n] {
+			return nil, fmt.Errorf("seed %d given twice", n)
+		}
+		seen[n] = true
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no seed")
+	}
+	return out, nil
+}
+
+// runOrder is the order the configurations run in for the i-th seed: as listed for even i,
+// reversed for odd i.
+func runOrder(cfgs []config, i int) []config {
+	out := append([]config(nil), cfgs...)
+	if i%2 == 1 {
+		slices.Reverse(out)
+	}
+	return out
 }
 
 func parseConfigs(root, list string) ([]config, error) {
@@ -134,25 +193,36 @@ func parseConfigs(root, list string) ([]config, error) {
 			out = append(out, config{Name: name, Profile: harness.Baseline})
 		case name == "cdplace":
 			out = append(out, config{Name: name, Profile: harness.Cdplace})
+		case strings.HasPrefix(name, "cdplace-reserveafter"):
+			n, err := strconv.Atoi(strings.TrimPrefix(name, "cdplace-reserveafter"))
+			if err != nil || n < 1 {
+				return nil, fmt.Errorf("config %q: want cdplace-reserveafter<N>, N ≥ 1 real seconds", name)
+			}
+			pc, err := pluginConfigWith(root, "cliqueReservationAfterSeconds", n)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, config{Name: name, Profile: harness.Cdplace, PluginConfig: pc, ReserveAfter: n})
 		case strings.HasPrefix(name, "cdplace-reserve"):
 			n, err := strconv.Atoi(strings.TrimPrefix(name, "cdplace-reserve"))
 			if err != nil || n < 0 {
 				return nil, fmt.Errorf("config %q: want cdplace-reserve<N>", name)
 			}
-			pc, err := pluginConfigWithReserve(root, n)
+			pc, err := pluginConfigWith(root, "reserveTraysPerClique", n)
 			if err != nil {
 				return nil, err
 			}
 			out = append(out, config{Name: name, Profile: harness.Cdplace, PluginConfig: pc, Reserve: n})
 		default:
-			return nil, fmt.Errorf("unknown config %q (baseline, cdplace, cdplace-reserve<N>)", name)
+			return nil, fmt.Errorf("unknown config %q (baseline, cdplace, cdplace-reserve<N>, cdplace-reserveafter<N>)", name)
 		}
 	}
 	return out, nil
 }
 
-// pluginConfigWithReserve is the shipped profile's pluginConfig with reserveTraysPerClique: n.
-func pluginConfigWithReserve(root string, n int) ([]byte, error) {
+// pluginConfigWith is the shipped profile's pluginConfig with ComputeDomainPlacement's arg
+// key set to n.
+func pluginConfigWith(root, key string, n int) ([]byte, error) {
 	path := filepath.Join(root, "kube-scheduler-config", "scheduler-config.yaml")
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -180,7 +250,7 @@ func pluginConfigWithReserve(root string, n int) ([]byte, error) {
 			args = map[string]any{}
 			pc["args"] = args
 		}
-		args["reserveTraysPerClique"] = n
+		args[key] = n
 		found = true
 	}
 	if !found {
@@ -192,10 +262,11 @@ func pluginConfigWithReserve(root string, n int) ([]byte, error) {
 // schedulers keeps the right process behind the computedomain-scheduler profile: the shipped one
 // (env.Cdplace) or one with another pluginConfig, handing the leader lease over between them.
 type schedulers struct {
-	env    *harness.Env
-	root   string
-	active *harness.Scheduler
-	key    string // the active pluginConfig; "" as shipped
+	env     *harness.Env
+	started int // schedulers started with another pluginConfig, for unique process names
+	root    string
+	active  *harness.Scheduler
+	key     string // the active pluginConfig; "" as shipped
 }
 
 func (m *schedulers) use(ctx context.Context, cfg config) (time.Duration, error) {
@@ -220,7 +291,8 @@ func (m *schedulers) use(ctx context.Context, cfg config) (time.Duration, error)
 		if err != nil {
 			return 0, err
 		}
-		s, err := m.env.CP.StartScheduler(ctx, "computedomain-scheduler-"+cfg.Name, sc)
+		m.started++
+		s, err := m.env.CP.StartScheduler(ctx, fmt.Sprintf("computedomain-scheduler-%s-%d", cfg.Name, m.started), sc)
 		if err != nil {
 			return 0, err
 		}
@@ -269,26 +341,33 @@ func run(o options) (code int, err error) {
 	if err != nil {
 		return 2, err
 	}
-	spec := TraceSpec{Seed: o.seed, Racks: o.racks, TraysPerClique: o.trays, Arrivals: o.arrivals, PlainPods: o.plain,
-		Failures: o.failures, Horizon: o.horizon}
-	tr := GenerateTrace(spec)
-	meanSize, load := tr.Demand()
 	ropts := runOptions{Scale: o.scale, LabelLag: o.labelLag, Sample: o.sample, SatGrace: o.satGrace, StallGrace: o.stallGrace, Progress: o.progress}
 	horizonReal := o.horizon / o.scale
-	rep := &Report{
+	bench := &Bench{
 		Generated: time.Now().UTC().Format(time.RFC3339), Command: strings.Join(os.Args, " "), Smoke: o.smoke,
-		TraceDigest: tr.Digest(), TraceSpec: spec, MeanSize: meanSize, OfferedLoad: load, TimeScale: o.scale,
-		HorizonSeconds: horizonReal, LabelLagSeconds: o.labelLag.Seconds(), SampleSeconds: o.sample.Seconds(),
-		SatGraceSeconds: o.satGrace.Seconds(), StallGraceSeconds: o.stallGrace.Seconds(), BoundDefinition: BoundDefinition,
+		Seeds: o.seeds, TimeScale: o.scale, HorizonSeconds: horizonReal,
+	}
+	step := func(format string, a ...any) { fmt.Printf("==> "+format+"\n", a...) }
+	var traces []Trace
+	for _, seed := range o.seeds {
+		spec := TraceSpec{Seed: seed, Racks: o.racks, TraysPerClique: o.trays, Arrivals: o.arrivals, PlainPods: o.plain,
+			Failures: o.failures, Horizon: o.horizon}
+		tr := GenerateTrace(spec)
+		meanSize, load := tr.Demand()
+		traces = append(traces, tr)
+		bench.Runs = append(bench.Runs, &Report{
+			Generated: bench.Generated, Command: bench.Command, Smoke: o.smoke,
+			TraceDigest: tr.Digest(), TraceSpec: spec, MeanSize: meanSize, OfferedLoad: load, TimeScale: o.scale,
+			HorizonSeconds: horizonReal, LabelLagSeconds: o.labelLag.Seconds(), SampleSeconds: o.sample.Seconds(),
+			SatGraceSeconds: o.satGrace.Seconds(), StallGraceSeconds: o.stallGrace.Seconds(), BoundDefinition: BoundDefinition,
+		})
+		step("trace %s (seed %d): %d ComputeDomains (mean %.1f trays), %d plain pods, %d tray failures on %d×%d trays; offered load %.2f; %.0f s real per configuration",
+			tr.Digest(), seed, len(tr.CDs), meanSize, len(tr.Plain), len(tr.Failures), o.racks, o.trays, load, horizonReal)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	wall := time.Now()
-	step := func(format string, a ...any) { fmt.Printf("==> "+format+"\n", a...) }
-	step("trace %s (seed %d): %d ComputeDomains (mean %.1f trays), %d plain pods, %d tray failures on %d×%d trays; offered load %.2f; %.0f s real per configuration",
-		rep.TraceDigest, o.seed, len(tr.CDs), meanSize, len(tr.Plain), len(tr.Failures), o.racks, o.trays, load, horizonReal)
-
 	dir := filepath.Join(root, "target", "e2e", "bench-placement-"+time.Now().Format("20060102-150405"))
 	upCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	env, err := harness.Up(upCtx, root, dir, harness.EnvOptions{Baseline: true})
@@ -296,8 +375,8 @@ func run(o options) (code int, err error) {
 	if err != nil {
 		return 1, err
 	}
-	rep.ControlPlane = time.Since(wall).Seconds()
-	step("control plane up in %.1fs (logs in %s)", rep.ControlPlane, dir)
+	bench.ControlPlane = time.Since(wall).Seconds()
+	step("control plane up in %.1fs (logs in %s)", bench.ControlPlane, dir)
 	failed := false
 	defer func() {
 		env.Down()
@@ -309,63 +388,77 @@ func run(o options) (code int, err error) {
 	}()
 
 	m := &schedulers{env: env, root: root, active: env.Cdplace}
-	for _, cfg := range cfgs {
-		swap, err := m.use(ctx, cfg)
-		if err != nil {
-			failed = true
+	for i, rep := range bench.Runs {
+		tr := traces[i]
+		seedWall := time.Now()
+		for _, cfg := range runOrder(cfgs, i) {
+			rep.RunOrder = append(rep.RunOrder, cfg.Name)
+			swap, err := m.use(ctx, cfg)
+			if err != nil {
+				failed = true
+				return 1, err
+			}
+			step("seed %d, %s: replaying the trace (%s)", tr.Spec.Seed, cfg.Name, describe(cfg, o.scale))
+			res, err := runConfig(ctx, env, cfg, tr, ropts)
+			if err != nil {
+				failed = true
+				return 1, fmt.Errorf("seed %d, %s: %w", tr.Spec.Seed, cfg.Name, err)
+			}
+			res.SchedulerSwapSeconds = swap.Seconds()
+			if err := env.CP.Check(); err != nil {
+				failed = true
+				return 1, err
+			}
+			rep.Configs = append(rep.Configs, res)
+			step("seed %d, %s done in %.0fs: %d of %d ComputeDomains started, %d completed, %d splits, %d stalled part-bound, %d Prepare refusals, %d preemptions, allocation/bound at saturation %.1f%% (no-migration bound %.1f%%)",
+				tr.Spec.Seed, cfg.Name, res.WallSeconds, res.CDsStarted, res.CDsArrived, res.CDsCompleted, res.Splits, res.StalledPartBound,
+				res.PrepareRefusals, res.Preemptions, 100*res.AllocOverBound, 100*res.AllocOverNowBound)
+		}
+		// Tables list the configurations as -configs does, whatever order they ran in.
+		sortConfigs(rep.Configs, cfgs)
+		rep.WallSeconds = time.Since(seedWall).Seconds()
+		bench.WallSeconds = time.Since(wall).Seconds()
+		// Written after every seed, so an interrupted run keeps the seeds that finished.
+		if err := writeBench(out, bench, traces[:i+1]); err != nil {
 			return 1, err
 		}
-		step("%s: replaying the trace (%s)", cfg.Name, describe(cfg))
-		res, err := runConfig(ctx, env, cfg, tr, ropts)
-		if err != nil {
-			failed = true
-			return 1, fmt.Errorf("%s: %w", cfg.Name, err)
-		}
-		res.SchedulerSwapSeconds = swap.Seconds()
-		if err := env.CP.Check(); err != nil {
-			failed = true
-			return 1, err
-		}
-		rep.Configs = append(rep.Configs, res)
-		step("%s done in %.0fs: %d of %d ComputeDomains started, %d completed, %d splits, %d stalled part-bound, %d Prepare refusals, allocation/bound at saturation %.1f%%",
-			cfg.Name, res.WallSeconds, res.CDsStarted, res.CDsArrived, res.CDsCompleted, res.Splits, res.StalledPartBound, res.PrepareRefusals, 100*res.AllocOverBound)
 	}
 	if _, err := m.use(ctx, config{Name: "cdplace", Profile: harness.Cdplace}); err != nil {
 		failed = true
 		return 1, fmt.Errorf("restore the shipped scheduler: %w", err)
 	}
-	rep.WallSeconds = time.Since(wall).Seconds()
-	if err := writeOutputs(out, rep); err != nil {
-		return 1, err
-	}
-	traceJSON, _ := json.MarshalIndent(tr, "", " ")
-	if err := os.WriteFile(filepath.Join(out, "trace.json"), append(traceJSON, '\n'), 0o644); err != nil {
+	bench.WallSeconds = time.Since(wall).Seconds()
+	if err := writeBench(out, bench, traces); err != nil {
 		return 1, err
 	}
 	fmt.Println()
-	fmt.Print(summaryTable(rep))
-	fmt.Printf("\nwrote %s/{placement.json,allocation.csv,allocation.svg,useful-allocation.svg,waiting.svg,summary.md,trace.json} in %.0fs\n", out, rep.WallSeconds)
+	fmt.Print(benchSummary(bench))
+	fmt.Printf("\nwrote %s/{placement.json,summary.md,classes-*.svg} and seed-N/{placement.json,allocation.csv,allocation.svg,useful-allocation.svg,waiting.svg,summary.md,trace.json} in %.0fs\n",
+		out, bench.WallSeconds)
 
 	var problems []error
-	for _, c := range rep.Configs {
-		if len(c.Errors) > 0 {
-			problems = append(problems, fmt.Errorf("%s: %d errors while replaying, first: %s", c.Config, len(c.Errors), c.Errors[0]))
-		}
-		if c.CDsStarted == 0 {
-			problems = append(problems, fmt.Errorf("%s: no ComputeDomain started; the benchmark is broken", c.Config))
-		}
-		if c.Profile != string(harness.Cdplace) {
-			continue
-		}
-		if c.Splits > 0 {
-			problems = append(problems, fmt.Errorf("%s: %d ComputeDomains split across cliques", c.Config, c.Splits))
-		}
-		if c.PrepareRefusals > 0 {
-			problems = append(problems, fmt.Errorf("%s: %d Prepare refusals (%s)", c.Config, c.PrepareRefusals, c.SampleRefusal))
-		}
-		if c.StalledPartBound > 0 {
-			problems = append(problems, fmt.Errorf("%s: %d ComputeDomains stalled part-bound (pods bound and pods pending for over %v while a clique could hold them whole)",
-				c.Config, c.StalledPartBound, o.stallGrace))
+	for _, rep := range bench.Runs {
+		for _, c := range rep.Configs {
+			at := fmt.Sprintf("seed %d, %s", rep.TraceSpec.Seed, c.Config)
+			if len(c.Errors) > 0 {
+				problems = append(problems, fmt.Errorf("%s: %d errors while replaying, first: %s", at, len(c.Errors), c.Errors[0]))
+			}
+			if c.CDsStarted == 0 {
+				problems = append(problems, fmt.Errorf("%s: no ComputeDomain started; the benchmark is broken", at))
+			}
+			if c.Profile != string(harness.Cdplace) {
+				continue
+			}
+			if c.Splits > 0 {
+				problems = append(problems, fmt.Errorf("%s: %d ComputeDomains split across cliques", at, c.Splits))
+			}
+			if c.PrepareRefusals > 0 {
+				problems = append(problems, fmt.Errorf("%s: %d Prepare refusals (%s)", at, c.PrepareRefusals, c.SampleRefusal))
+			}
+			if c.StalledPartBound > 0 {
+				problems = append(problems, fmt.Errorf("%s: %d ComputeDomains stalled part-bound (pods bound and pods pending for over %v while a clique could hold them whole)",
+					at, c.StalledPartBound, o.stallGrace))
+			}
 		}
 	}
 	if len(problems) > 0 {
@@ -375,12 +468,23 @@ func run(o options) (code int, err error) {
 	return 0, nil
 }
 
-func describe(c config) string {
+// sortConfigs puts results in the order of cfgs.
+func sortConfigs(res []*ConfigResult, cfgs []config) {
+	idx := map[string]int{}
+	for i, c := range cfgs {
+		idx[c.Name] = i
+	}
+	sort.SliceStable(res, func(i, j int) bool { return idx[res[i].Config] < idx[res[j].Config] })
+}
+
+func describe(c config, scale float64) string {
 	switch {
 	case c.Profile == harness.Baseline:
 		return "default-scheduler, required pod affinity on the clique"
 	case c.PluginConfig == nil:
 		return "computedomain-scheduler as shipped"
+	case c.ReserveAfter > 0:
+		return fmt.Sprintf("computedomain-scheduler, cliqueReservationAfterSeconds: %d (%.0f trace seconds)", c.ReserveAfter, float64(c.ReserveAfter)*scale)
 	default:
 		return "computedomain-scheduler, pluginConfig " + strings.Join(strings.Fields(string(c.PluginConfig)), " ")
 	}
@@ -398,7 +502,8 @@ func paths(o options) (root, out string, err error) {
 	return root, out, nil
 }
 
-// replot rewrites the derived outputs from an earlier run's placement.json.
+// replot rewrites the derived outputs from an earlier run's placement.json (a run of several
+// seeds, or one seed's file as written before -seeds).
 func replot(o options) (int, error) {
 	_, out, err := paths(o)
 	if err != nil {
@@ -408,13 +513,13 @@ func replot(o options) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	var rep Report
-	if err := json.Unmarshal(data, &rep); err != nil {
+	bench, err := decodeBench(data)
+	if err != nil {
 		return 1, fmt.Errorf("placement.json: %w", err)
 	}
-	if err := writeOutputs(out, &rep); err != nil {
+	if err := writeBench(out, bench, nil); err != nil {
 		return 1, err
 	}
-	fmt.Print(summaryTable(&rep))
+	fmt.Print(benchSummary(bench))
 	return 0, nil
 }

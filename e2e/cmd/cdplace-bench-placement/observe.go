@@ -25,6 +25,7 @@ func (r *runner) onPod(obj any) {
 	if !ok {
 		return
 	}
+	r.notePreemption(pod)
 	if cd := pod.Labels[harness.DomainLabel]; cd != "" {
 		r.refreshCD(cd)
 		return
@@ -77,12 +78,63 @@ func (r *runner) refreshCD(name string) {
 		return
 	}
 	rec.waitingSince = time.Time{}
+	rec.preempting = false
 	if rec.boundAt.IsZero() {
 		rec.boundAt = now
 		r.afterLocked(r.real(rec.Lifetime), func() { r.departCD(rec) })
 	}
 	if running == rec.Size && rec.runningAt.IsZero() {
 		rec.runningAt = now
+	}
+}
+
+// notePreemption counts a pod the scheduler preempted: a DisruptionTarget condition with reason
+// PreemptionByScheduler, which both default preemption and cdplace's gang preemption set before
+// deleting a victim (a tray failure here deletes pods without one; the pod garbage collector's
+// DeletionByPodGC is not preemption). Each pod counts once; a domain counts one preemption per
+// eviction of it (reset once all its pods are bound again). The GPU-hours evicted are the GPUs of
+// the victim pod times the trace time since it was bound (PodScheduled).
+func (r *runner) notePreemption(pod *corev1.Pod) {
+	var cond *corev1.PodCondition
+	for i := range pod.Status.Conditions {
+		c := &pod.Status.Conditions[i]
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == corev1.PodReasonPreemptionByScheduler {
+			cond = c
+		}
+	}
+	if cond == nil {
+		return
+	}
+	now := time.Now()
+	held := 0.0
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue && pod.Spec.NodeName != "" {
+			held = max(0, now.Sub(c.LastTransitionTime.Time).Seconds()) * r.opts.Scale / 3600
+		}
+	}
+	gpuHours := float64(gpuRequest(pod)) * held
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ended || r.preempted[pod.UID] {
+		return
+	}
+	r.preempted[pod.UID] = true
+	if cd := pod.Labels[harness.DomainLabel]; cd != "" {
+		rec := r.cds[cd]
+		if rec == nil {
+			return
+		}
+		if !rec.preempting {
+			rec.preempting = true
+			rec.preemptions++
+		}
+		rec.preemptedPods++
+		rec.gpuHoursEvicted += gpuHours
+		return
+	}
+	if rec := r.plain[pod.Name]; rec != nil {
+		rec.preempted = true
+		r.plainGPUHoursEvicted += gpuHours
 	}
 }
 

@@ -52,6 +52,12 @@ type CDOutcome struct {
 	Replacements     int      `json:"replacements"`
 	BoundAtEnd       int      `json:"boundPodsAtEnd"`
 	Error            string   `json:"error,omitempty"`
+	// Preemptions: evictions of the whole domain by the scheduler's preemption (pods with a
+	// DisruptionTarget condition, reason PreemptionByScheduler); GPUHoursEvicted: the GPU-hours
+	// (trace time) its evicted pods had held since binding.
+	Preemptions     int     `json:"preemptions,omitempty"`
+	PreemptedPods   int     `json:"preemptedPods,omitempty"`
+	GPUHoursEvicted float64 `json:"gpuHoursEvicted,omitempty"`
 }
 
 // ConfigResult is everything measured for one configuration.
@@ -76,6 +82,16 @@ type ConfigResult struct {
 	PlainStarted   int `json:"plainStarted"`
 	PlainCompleted int `json:"plainCompleted"`
 	PlainKilled    int `json:"plainKilledByFailures"`
+
+	// Preemption by the scheduler (see notePreemption): whole-domain evictions, their pods, plain
+	// pods preempted, and the GPU-hours (trace time) all victims had held since binding. The trace
+	// gives every pod the same priority, so these are 0 unless something else preempts.
+	Preemptions     int           `json:"preemptions"`
+	PreemptedPods   int           `json:"preemptedPods"`
+	PlainPreempted  int           `json:"plainPreempted"`
+	GPUHoursEvicted float64       `json:"gpuHoursEvicted"`
+	Classes         []ClassResult `json:"sizeClasses"`
+	DoneWhen        []Check       `json:"doneWhen"`
 
 	TrayFailures    []*failureRec `json:"trayFailures"`
 	PrepareRefusals int           `json:"prepareRefusals"`
@@ -153,7 +169,11 @@ func (r *runner) result() *ConfigResult {
 			Created: opt(rec.created), AllBound: opt(rec.boundAt), AllRunning: opt(rec.runningAt), Departed: opt(rec.departedAt),
 			Completed: rec.completed, Split: rec.split, Replacements: rec.replacements, Error: rec.err,
 			StalledPartBound: rec.stalled, StallNote: rec.stallNote,
+			Preemptions: rec.preemptions, PreemptedPods: rec.preemptedPods, GPUHoursEvicted: rec.gpuHoursEvicted,
 		}
+		res.Preemptions += rec.preemptions
+		res.PreemptedPods += rec.preemptedPods
+		res.GPUHoursEvicted += rec.gpuHoursEvicted
 		if rec.stalled {
 			res.StalledPartBound++
 		}
@@ -205,7 +225,11 @@ func (r *runner) result() *ConfigResult {
 		if p.killed {
 			res.PlainKilled++
 		}
+		if p.preempted {
+			res.PlainPreempted++
+		}
 	}
+	res.GPUHoursEvicted += r.plainGPUHoursEvicted
 	refusals := r.prep.Refusals()
 	res.PrepareRefusals, res.RefusedPods = len(refusals), r.prep.RefusedPods()
 	if len(refusals) > 0 {
@@ -281,6 +305,8 @@ func (r *runner) result() *ConfigResult {
 	res.WaitMedianCensored, res.WaitP95Censored = quantile(censored, 0.5), quantile(censored, 0.95)
 	res.WaitMedianTraceMin = res.WaitMedian * r.opts.Scale / 60
 	res.WaitP95TraceMin = res.WaitP95 * r.opts.Scale / 60
+	res.Classes = classResults(res.CDs, r.real(r.tr.Spec.Horizon).Seconds(), r.opts.Scale)
+	res.DoneWhen = doneWhen(res, res.Classes)
 	return res
 }
 
@@ -326,6 +352,7 @@ type Report struct {
 	BoundDefinition   string          `json:"boundDefinition"`
 	ControlPlane      float64         `json:"controlPlaneStartSeconds"`
 	WallSeconds       float64         `json:"wallSeconds"`
+	RunOrder          []string        `json:"runOrder,omitempty"` // the order the configurations ran in
 	Configs           []*ConfigResult `json:"configs"`
 }
 
@@ -344,6 +371,12 @@ func writeOutputs(dir string, rep *Report) error {
 		for _, v := range []*float64{&c.WaitMedian, &c.WaitP95, &c.WaitMean, &c.WaitMedianCensored, &c.WaitP95Censored,
 			&c.WaitMedianTraceMin, &c.WaitP95TraceMin} {
 			jsonSafe(v)
+		}
+		for i := range c.Classes {
+			cl := &c.Classes[i]
+			for _, v := range []*float64{&cl.StartedShare, &cl.WaitMedian, &cl.WaitP95, &cl.WaitMedianStarted, &cl.WaitP95Started} {
+				jsonSafe(v)
+			}
 		}
 	}
 	data, err := json.MarshalIndent(rep, "", "  ")
@@ -422,7 +455,8 @@ func writeOutputs(dir string, rep *Report) error {
 			return err
 		}
 	}
-	return os.WriteFile(filepath.Join(dir, "summary.md"), []byte(summaryTable(rep)), 0o644)
+	one := &Bench{TimeScale: rep.TimeScale, Runs: []*Report{rep}}
+	return os.WriteFile(filepath.Join(dir, "summary.md"), []byte(summaryTable(rep)+"\n"+classTable(one)+"\n"+doneWhenTable(one)), 0o644)
 }
 
 // summaryTable is the markdown table printed at the end and written to summary.md.

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -50,6 +51,12 @@ type cdRec struct {
 	maxCliques                              int
 	replacements                            int
 	err                                     string
+	// Preemption (see notePreemption): evictions of the whole domain, its pods evicted and the
+	// GPU-hours (trace time) they had held; preempting is set from the first victim pod until
+	// every pod is bound again.
+	preemptions, preemptedPods int
+	gpuHoursEvicted            float64
+	preempting                 bool
 }
 
 func (c *cdRec) full() bool { return c.pods == c.Size && c.bound == c.Size }
@@ -59,6 +66,7 @@ type plainRec struct {
 	PlainArrival
 	created, boundAt, departedAt time.Time
 	departed, completed, killed  bool
+	preempted                    bool
 }
 
 type failureRec struct {
@@ -95,6 +103,9 @@ type runner struct {
 	failures   []*failureRec
 	samples    []Sample
 	errs       []string
+
+	preempted            map[types.UID]bool // victim pods seen (notePreemption)
+	plainGPUHoursEvicted float64
 }
 
 // Sample is the fleet at one moment.
@@ -180,7 +191,7 @@ func (r *runner) after(d time.Duration, fn func()) {
 // time, a sample every opts.Sample, and at the horizon everything still there withdrawn.
 func runConfig(ctx context.Context, env *harness.Env, cfg config, tr Trace, opts runOptions) (*ConfigResult, error) {
 	c := env.CP.Client
-	ns := "pq-" + cfg.Name
+	ns := fmt.Sprintf("pq-s%d-%s", tr.Spec.Seed, cfg.Name)
 	wallStart := time.Now()
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("namespace %s: %w (use a fresh control plane per run)", ns, err)
@@ -201,6 +212,7 @@ func runConfig(ctx context.Context, env *harness.Env, cfg config, tr Trace, opts
 	r := &runner{
 		ctx: runCtx, env: env, c: c, cfg: cfg, opts: opts, tr: tr, ns: ns, fleet: fleet, prep: prep,
 		pods: podInf.Lister(), cds: map[string]*cdRec{}, plain: map[string]*plainRec{}, healthy: map[string]bool{},
+		preempted: map[types.UID]bool{},
 	}
 	for _, n := range fleet.Nodes {
 		r.healthy[n] = true
