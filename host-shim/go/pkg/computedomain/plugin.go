@@ -74,15 +74,16 @@ type Plugin struct {
 }
 
 var (
-	_ fwk.PreFilterPlugin     = &Plugin{}
-	_ fwk.PreFilterExtensions = &Plugin{}
-	_ fwk.FilterPlugin        = &Plugin{}
-	_ fwk.PreScorePlugin      = &Plugin{}
-	_ fwk.ScorePlugin         = &Plugin{}
-	_ fwk.ReservePlugin       = &Plugin{}
-	_ fwk.EnqueueExtensions   = &Plugin{}
-	_ fwk.SignPlugin          = &Plugin{}
-	_ fwk.PostFilterPlugin    = &Plugin{}
+	_ fwk.PreFilterPlugin          = &Plugin{}
+	_ fwk.PreFilterExtensions      = &Plugin{}
+	_ fwk.FilterPlugin             = &Plugin{}
+	_ fwk.PreScorePlugin           = &Plugin{}
+	_ fwk.ScorePlugin              = &Plugin{}
+	_ fwk.ReservePlugin            = &Plugin{}
+	_ fwk.EnqueueExtensions        = &Plugin{}
+	_ fwk.SignPlugin               = &Plugin{}
+	_ fwk.PostFilterPlugin         = &Plugin{}
+	_ fwk.PodGroupPostFilterPlugin = &Plugin{}
 )
 
 // argsPath is where the args sit in the scheduler's configuration, for messages.

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -49,6 +50,37 @@ func (p *Plugin) PostFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, 
 	if !cd {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
+	nominated, st := p.gangPreempt(ctx, pod, domain)
+	if nominated == nil {
+		return nil, st
+	}
+	return &fwk.PostFilterResult{NominatingInfo: nominated}, st
+}
+
+// PodGroupPostFilter implements fwk.PodGroupPostFilterPlugin (the 1.37 workload cycle, gates
+// GenericWorkload and TopologyAwareWorkloadScheduling): a PodGroup of ComputeDomain pods that
+// could not be placed gets the same gang preemption, for its first ComputeDomain pod, which is
+// nominated to the freed clique; its domain is then held there. A group of other pods is left to
+// the next plugins (Unschedulable, no policy call).
+func (p *Plugin) PodGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState, pg fwk.PodGroupInfo, _ fwk.PodGroupSchedulingFunc) (*fwk.PodGroupPostFilterResult, *fwk.Status) {
+	for _, pod := range pg.GetUnscheduledPods() {
+		domain, cd := p.feed.isComputeDomainPod(pod)
+		if !cd {
+			continue
+		}
+		nominated, st := p.gangPreempt(ctx, pod, domain)
+		if nominated == nil {
+			return nil, st
+		}
+		key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+		return &fwk.PodGroupPostFilterResult{NominatingInfos: map[types.NamespacedName]*fwk.NominatingInfo{key: nominated}}, st
+	}
+	return nil, fwk.NewStatus(fwk.Unschedulable)
+}
+
+// gangPreempt asks the policy for a gang preemption for a ComputeDomain pod and carries it out:
+// the nomination on success, else nil and the status saying why.
+func (p *Plugin) gangPreempt(ctx context.Context, pod *v1.Pod, domain string) (*fwk.NominatingInfo, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever {
 		logger.V(5).Info("ComputeDomainPlacement: no gang preemption", "pod", klog.KObj(pod), "reason", preemptNeverReason)
@@ -76,8 +108,7 @@ func (p *Plugin) PostFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, 
 		return nil, st
 	}
 	p.notePreemption(domain, pod)
-	return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: pr.Plan.Node, NominatingMode: fwk.ModeOverride}},
-		fwk.NewStatus(fwk.Success)
+	return &fwk.NominatingInfo{NominatedNodeName: pr.Plan.Node, NominatingMode: fwk.ModeOverride}, fwk.NewStatus(fwk.Success)
 }
 
 // evict carries out a plan: every victim gets the DisruptionTarget condition and is deleted

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	k8stesting "k8s.io/client-go/testing"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -186,4 +187,48 @@ func TestPDBViolationsAreCountedAsDefaultPreemptionCounts(t *testing.T) {
 			t.Errorf("%s: %d violations, want %d", c.name, got, c.want)
 		}
 	}
+}
+
+// podGroup is a PodGroupInfo of unscheduled pods (the workload cycle's argument).
+type podGroup struct {
+	fwk.PodGroupInfo
+	pods []*v1.Pod
+}
+
+func (g podGroup) GetUnscheduledPods() []*v1.Pod { return g.pods }
+
+// The workload cycle's PodGroupPostFilter gets the same gang preemption for a group of
+// ComputeDomain pods (nominating its first ComputeDomain pod); a group of other pods is left to
+// the next plugins without a policy call.
+func TestPodGroupPostFilterPreemptsForAGroupOfComputeDomainPods(t *testing.T) {
+	e, pods := gangFixture(t)
+	crossed := e.plugin.Cluster().Crossings()
+	res, st := e.plugin.PodGroupPostFilter(e.ctx, nil, podGroup{pods: []*v1.Pod{pods["web"]}}, nil)
+	wantCode(t, "plain group", st, fwk.Unschedulable, "")
+	if res != nil || e.plugin.Cluster().Crossings() != crossed {
+		t.Fatalf("a group without ComputeDomain pods: no result, no call (%+v, %d calls)", res, e.plugin.Cluster().Crossings()-crossed)
+	}
+	e.client.ClearActions()
+	group := podGroup{pods: []*v1.Pod{pods["web"], pods["high-1"], pods["high-0"]}}
+	res, st = e.plugin.PodGroupPostFilter(e.ctx, nil, group, nil)
+	wantCode(t, "group", st, fwk.Success, "")
+	info := res.NominatingInfos[types.NamespacedName{Namespace: ns, Name: "high-1"}]
+	if len(res.NominatingInfos) != 1 || info == nil || info.NominatedNodeName != "a-03" || info.Mode() != fwk.ModeOverride {
+		t.Fatalf("nominate high-1 (the first ComputeDomain pod) to a-03: %+v", res.NominatingInfos)
+	}
+	deleted := 0
+	for _, a := range e.client.Actions() {
+		if d, ok := a.(k8stesting.DeleteAction); ok {
+			if !strings.HasPrefix(d.GetName(), "low-") {
+				t.Fatalf("deleted %s; only low's pods are victims", d.GetName())
+			}
+			deleted++
+		}
+	}
+	if deleted != 3 {
+		t.Fatalf("deleted %d pods, want low's 3", deleted)
+	}
+	// A second group cycle while the victims leave does not preempt again.
+	_, st = e.plugin.PodGroupPostFilter(e.ctx, nil, group, nil)
+	wantCode(t, "again", st, fwk.UnschedulableAndUnresolvable, "waiting for the victims")
 }
