@@ -260,14 +260,14 @@ impl Pool {
     /// call it returns runs on a caught-up instance, and the result is converted against the state
     /// of the same string generation; if the strings were compacted meanwhile, it runs again. A
     /// guest failure discards the instance; the next call gets a fresh one.
-    fn decide<T, F>(
+    fn decide<R, T, F>(
         &self,
         what: impl Fn() -> String,
-        convert: impl Fn(&State, &PreFilterResult) -> T,
+        convert: impl Fn(&State, &R) -> T,
         prepare: impl Fn(&mut Shared) -> Result<F>,
     ) -> Result<T>
     where
-        F: FnOnce(&mut dyn Evaluator) -> Result<PreFilterResult>,
+        F: FnOnce(&mut dyn Evaluator) -> Result<R>,
     {
         loop {
             let (call, wanted) = {
@@ -308,34 +308,13 @@ impl Pool {
         name: &str,
         convert: impl Fn(&State, &cdplace_policy::Preemption) -> T,
     ) -> Result<T> {
-        loop {
-            let (pod, wanted) = {
-                let sh = self.shared();
-                let Some(pod) = sh.state.pod(namespace, name) else {
-                    return Err(Error::UnknownPod(format!("{namespace}/{name}")));
-                };
-                (pod, sh.generation)
+        let what = || format!("{namespace}/{name}");
+        self.decide(what, convert, |sh| {
+            let Some(pod) = sh.state.pod(namespace, name) else {
+                return Err(Error::UnknownPod(what()));
             };
-            let mut lease = self.checkout()?;
-            if lease.generation != wanted {
-                self.checkin(lease);
-                continue;
-            }
-            let r = match lease.instance.preempt(pod, now_ms()) {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::warn!(error = %crate::error::chain(&e), pod = %format!("{namespace}/{name}"), "policy preempt call failed; instance discarded");
-                    self.shared().release(lease.pos, lease.generation);
-                    return Err(e);
-                }
-            };
-            let generation = lease.generation;
-            self.checkin(lease);
-            let sh = self.shared();
-            if sh.generation == generation {
-                return Ok(convert(&sh.state, &r));
-            }
-        }
+            Ok(move |e: &mut dyn Evaluator| e.preempt(pod, now_ms()))
+        })
     }
 }
 
