@@ -61,7 +61,9 @@ func (p *Plugin) call(pod *v1.Pod, overlay []cdplace.Overlay) (*cdplace.Decision
 	if err := p.feed.flush(); err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("computedomain: updating the policy's view for pod %s/%s: %w", pod.Namespace, pod.Name, err))
 	}
+	start := time.Now()
 	d, err := p.cluster.PreFilter(pod.Namespace, pod.Name, overlay)
+	observeCall(callPreFilter, start, err)
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("computedomain policy failed for pod %s/%s: %w", pod.Namespace, pod.Name, err))
 	}

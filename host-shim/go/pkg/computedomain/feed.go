@@ -3,6 +3,7 @@ package computedomain
 import (
 	"bytes"
 	"sync"
+	"time"
 
 	"k8s.io/klog/v2"
 
@@ -187,7 +188,10 @@ func (f *feed) flush() error {
 	batch := f.pending
 	f.pending = cdplace.Batch{}
 	f.mu.Unlock()
-	if err := f.cluster.ApplyFacts(batch.Bytes()); err != nil {
+	start := time.Now()
+	err := f.cluster.ApplyFacts(batch.Bytes())
+	observeCall(callApply, start, err)
+	if err != nil {
 		// A malformed batch is a host bug: nothing of it was applied.
 		f.logger.Error(err, "ComputeDomainPlacement: the policy's view rejected a batch of facts", "records", batch.Len())
 		return err

@@ -148,6 +148,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, err
 	}
+	RegisterMetrics()
 	if h == nil {
 		return nil, fmt.Errorf("%s needs a framework handle", Name)
 	}
@@ -215,11 +216,13 @@ func (p *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, 
 	}
 	d, st := p.decide(pod, domain)
 	if st != nil {
+		decisionsTotal.WithLabelValues(st.Code().String()).Inc()
 		return nil, st
 	}
 	if d.Status.Code == cdplace.CodeSkip {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
+	decisionsTotal.WithLabelValues(statusOf(d.Status).Code().String()).Inc()
 	// Written even on rejection: preemption's RemovePod may turn it around.
 	cs.Write(stateKey, &state{decision: d})
 	if st := statusOf(d.Status); st != nil {

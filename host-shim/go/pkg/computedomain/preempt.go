@@ -83,6 +83,7 @@ func (p *Plugin) PodGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleStat
 func (p *Plugin) gangPreempt(ctx context.Context, pod *v1.Pod, domain string) (*fwk.NominatingInfo, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever {
+		gangPreemptions.WithLabelValues("never").Inc()
 		logger.V(5).Info("ComputeDomainPlacement: no gang preemption", "pod", klog.KObj(pod), "reason", preemptNeverReason)
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, preemptNeverReason)
 	}
@@ -95,18 +96,26 @@ func (p *Plugin) gangPreempt(ctx context.Context, pod *v1.Pod, domain string) (*
 		reason := fmt.Sprintf("ComputeDomain gang preemption: waiting for the victims of the preemption made for pod %s", by)
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
 	}
+	start := time.Now()
 	pr, err := p.cluster.Preempt(pod.Namespace, pod.Name)
+	observeCall(callPreempt, start, err)
 	if err != nil {
+		gangPreemptions.WithLabelValues("error").Inc()
 		return nil, fwk.AsStatus(fmt.Errorf("computedomain gang preemption failed for pod %s/%s: %w", pod.Namespace, pod.Name, err))
 	}
 	if pr.Plan == nil {
+		gangPreemptions.WithLabelValues("not_possible").Inc()
 		reason := "ComputeDomain gang preemption: " + pr.Reason
 		logger.V(5).Info("ComputeDomainPlacement: no gang preemption", "pod", klog.KObj(pod), "reason", reason)
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
 	}
 	if st := p.evict(ctx, pod, pr); st != nil {
+		gangPreemptions.WithLabelValues("error").Inc()
 		return nil, st
 	}
+	gangPreemptions.WithLabelValues("preempted").Inc()
+	gangPreemptionVictims.Add(float64(len(pr.Plan.Pods)))
+	gangPreemptionGPUs.Add(float64(pr.Plan.GPUs))
 	p.notePreemption(domain, pod)
 	return &fwk.NominatingInfo{NominatedNodeName: pr.Plan.Node, NominatingMode: fwk.ModeOverride}, fwk.NewStatus(fwk.Success)
 }

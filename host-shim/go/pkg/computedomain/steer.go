@@ -86,7 +86,10 @@ func (p *Plugin) steer(ctx context.Context, cs fwk.CycleState, pod *v1.Pod) *fwk
 			return fwk.AsStatus(fmt.Errorf("computedomain: updating the policy's view for pod %s/%s: %w", pod.Namespace, pod.Name, err))
 		}
 		var err error
-		if d, err = p.cluster.Steer(gpus); err != nil {
+		start := time.Now()
+		d, err = p.cluster.Steer(gpus)
+		observeCall(callSteer, start, err)
+		if err != nil {
 			// Steering is advice: a failing policy must not stop plain pods; this one is
 			// placed as by the stock profile.
 			klog.FromContext(ctx).V(2).Info("ComputeDomainPlacement: steering failed; pod not steered", "pod", klog.KObj(pod), "err", err)

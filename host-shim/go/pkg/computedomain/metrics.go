@@ -1,0 +1,95 @@
+package computedomain
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/cdplace/cdplace/host-shim/go/internal/cdplace"
+)
+
+// The plugin's own metrics, on kube-scheduler's /metrics through the component-base registry
+// (subsystem cdplace). Cardinality is bounded: labels take a handful of fixed values.
+const metricsSubsystem = "cdplace"
+
+// Policy calls, by the call made.
+const (
+	callPreFilter = "pre_filter"
+	callSteer     = "steer"
+	callPreempt   = "preempt"
+	callApply     = "apply_facts"
+)
+
+var (
+	policyCallDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "policy_call_duration_seconds",
+		Help:           "Duration of one call into the cdplace policy component, by call (pre_filter, steer, preempt, apply_facts).",
+		Buckets:        metrics.ExponentialBuckets(0.00005, 2, 16),
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"call"})
+	policyCallErrors = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "policy_call_errors_total",
+		Help:           "Failed calls into the cdplace policy component, by call and kind (trap, timeout, out_of_memory, other); the instance is replaced after each.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"call", "kind"})
+	decisionsTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "decisions_total",
+		Help:           "PreFilter decisions for ComputeDomain pods, by framework code (Success, Unschedulable, UnschedulableAndUnresolvable, Error), reused ones included.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"code"})
+	gangPreemptions = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "gang_preemptions_total",
+		Help:           "Gang preemption attempts for ComputeDomain pods and PodGroups, by result (preempted, not_possible, never, error).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+	gangPreemptionVictims = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "gang_preemption_victim_pods_total",
+		Help:           "Pods evicted by gang preemption (whole ComputeDomains and plain GPU pods).",
+		StabilityLevel: metrics.ALPHA,
+	})
+	gangPreemptionGPUs = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "gang_preemption_evicted_gpus_total",
+		Help:           "GPUs the pods evicted by gang preemption used.",
+		StabilityLevel: metrics.ALPHA,
+	})
+)
+
+var registerMetrics sync.Once
+
+// RegisterMetrics registers the plugin's metrics with kube-scheduler's registry (once; the
+// factory calls it).
+func RegisterMetrics() {
+	registerMetrics.Do(func() {
+		legacyregistry.MustRegister(policyCallDuration, policyCallErrors, decisionsTotal, gangPreemptions, gangPreemptionVictims, gangPreemptionGPUs)
+	})
+}
+
+// observeCall records one policy call that started at start and returned err.
+func observeCall(call string, start time.Time, err error) {
+	policyCallDuration.WithLabelValues(call).Observe(time.Since(start).Seconds())
+	if err != nil {
+		policyCallErrors.WithLabelValues(call, errorKind(err)).Inc()
+	}
+}
+
+func errorKind(err error) string {
+	switch {
+	case errors.Is(err, cdplace.ErrTrap):
+		return "trap"
+	case errors.Is(err, cdplace.ErrTimeout):
+		return "timeout"
+	case errors.Is(err, cdplace.ErrOutOfMemory):
+		return "out_of_memory"
+	default:
+		return "other"
+	}
+}

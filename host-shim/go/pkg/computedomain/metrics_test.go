@@ -1,0 +1,68 @@
+package computedomain
+
+import (
+	"testing"
+
+	"k8s.io/component-base/metrics/legacyregistry"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// The plugin's metrics are on the registry kube-scheduler serves and move with what it does:
+// decisions by code, policy calls by call, gang preemptions with their victims and GPUs.
+func TestMetricsCountDecisionsCallsAndPreemptions(t *testing.T) {
+	e, pods := gangFixture(t)
+	value := func(name string, labels map[string]string) float64 {
+		t.Helper()
+		families, err := legacyregistry.DefaultGatherer.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() != name {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				match := true
+				for _, l := range m.GetLabel() {
+					if want, ok := labels[l.GetName()]; ok && want != l.GetValue() {
+						match = false
+					}
+				}
+				if !match {
+					continue
+				}
+				if h := m.GetHistogram(); h != nil {
+					return float64(h.GetSampleCount())
+				}
+				return m.GetCounter().GetValue()
+			}
+		}
+		return 0
+	}
+	before := map[string]float64{
+		"unschedulable": value("cdplace_decisions_total", map[string]string{"code": "Unschedulable"}),
+		"prefilter":     value("cdplace_policy_call_duration_seconds", map[string]string{"call": "pre_filter"}),
+		"preempt":       value("cdplace_policy_call_duration_seconds", map[string]string{"call": "preempt"}),
+		"preempted":     value("cdplace_gang_preemptions_total", map[string]string{"result": "preempted"}),
+		"victims":       value("cdplace_gang_preemption_victim_pods_total", nil),
+		"gpus":          value("cdplace_gang_preemption_evicted_gpus_total", nil),
+	}
+	wantCode(t, "high-0", e.schedule(pods["high-0"]).preFilter, fwk.Unschedulable, "")
+	if _, st := e.postFilter(pods["high-0"]); !st.IsSuccess() {
+		t.Fatalf("postfilter: %v", st)
+	}
+	got := map[string]float64{
+		"unschedulable": value("cdplace_decisions_total", map[string]string{"code": "Unschedulable"}),
+		"prefilter":     value("cdplace_policy_call_duration_seconds", map[string]string{"call": "pre_filter"}),
+		"preempt":       value("cdplace_policy_call_duration_seconds", map[string]string{"call": "preempt"}),
+		"preempted":     value("cdplace_gang_preemptions_total", map[string]string{"result": "preempted"}),
+		"victims":       value("cdplace_gang_preemption_victim_pods_total", nil),
+		"gpus":          value("cdplace_gang_preemption_evicted_gpus_total", nil),
+	}
+	want := map[string]float64{"unschedulable": 1, "prefilter": 1, "preempt": 1, "preempted": 1, "victims": 3, "gpus": 12}
+	for k, w := range want {
+		if d := got[k] - before[k]; d != w {
+			t.Errorf("%s moved by %v, want %v", k, d, w)
+		}
+	}
+}
