@@ -73,6 +73,34 @@ func (s *scenario) boundUIDs() map[string]map[types.UID]bool {
 	return out
 }
 
+// evictedWhole compares the low domains' bound pods now with before: each kept all of them
+// (and has as many bound) or lost all of them; a domain evicted in part fails the test. It
+// returns the domains evicted.
+func (s *scenario) evictedWhole(lows []string, before map[string]map[types.UID]bool) []string {
+	s.t.Helper()
+	after := s.boundUIDs()
+	var evicted []string
+	for _, name := range lows {
+		kept := 0
+		for uid := range before[name] {
+			if after[name][uid] {
+				kept++
+			}
+		}
+		switch kept {
+		case len(before[name]):
+			if len(after[name]) != kept {
+				s.t.Errorf("%s untouched should still have %d pods bound: %d", name, kept, len(after[name]))
+			}
+		case 0:
+			evicted = append(evicted, name)
+		default:
+			s.t.Errorf("%s was evicted in part: %d of %d pods kept", name, kept, len(before[name]))
+		}
+	}
+	return evicted
+}
+
 // fillFour runs the four low domains, one per clique.
 func (s *scenario) fillFour(low string) (lows []string, before map[string]map[types.UID]bool) {
 	s.t.Helper()
@@ -108,26 +136,7 @@ func TestScenario19GangPreemption(t *testing.T) {
 	if len(d["high"].Cliques) != 1 {
 		t.Fatalf("high must run in one clique: %s", d["high"])
 	}
-	after := s.boundUIDs()
-	var evicted []string
-	for _, name := range lows {
-		kept := 0
-		for uid := range before[name] {
-			if after[name][uid] {
-				kept++
-			}
-		}
-		switch kept {
-		case 16:
-			if len(after[name]) != 16 {
-				t.Errorf("%s untouched should still have 16 pods bound: %d", name, len(after[name]))
-			}
-		case 0:
-			evicted = append(evicted, name)
-		default:
-			t.Errorf("%s was evicted in part: %d of 16 pods kept", name, kept)
-		}
-	}
+	evicted := s.evictedWhole(lows, before)
 	if len(evicted) != 1 {
 		t.Fatalf("exactly one low domain should be evicted whole, got %v; domains:\n%s", evicted, harness.Summary(d))
 	}

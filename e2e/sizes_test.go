@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -146,15 +145,7 @@ func (s *scenario) createJobSet(js *unstructured.Unstructured) (*unstructured.Un
 // (GenericWorkload, TopologyAwareWorkloadScheduling, DRAWorkloadResourceClaims): its 8 bare pods,
 // created one after the other, start together in the empty clique.
 func TestScenario15PodGroupGang(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	start := time.Now()
-	gated, err := harness.Up(ctx, repoRoot, filepath.Join(runDir, "workload-gates"), harness.EnvOptions{WorkloadGates: true})
-	if err != nil {
-		t.Fatalf("control plane with the workload gates: %v", err)
-	}
-	t.Cleanup(gated.Down)
-	t.Logf("control plane with the workload gates up in %v", time.Since(start).Round(time.Millisecond))
+	gated := gatedEnv(t, "workload-gates", 3*time.Minute)
 	s := newScenarioOn(t, gated, "s15", harness.Cdplace, twoRacks, harness.PrepareOptions{})
 	s.watchDomains(map[string]int{"filler": 12, "gang": 8})
 	home := s.fillClique("filler", 12)

@@ -99,3 +99,19 @@ func usedTrays(t *testing.T, s *scenario) int {
 	}
 	return len(used)
 }
+
+// gatedEnv starts a control plane of its own with the 1.37 workload gates on, for one test
+// (run directory dir; stopped when the test ends); the test must finish within timeout.
+func gatedEnv(t *testing.T, dir string, timeout time.Duration) *harness.Env {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	start := time.Now()
+	gated, err := harness.Up(ctx, repoRoot, filepath.Join(runDir, dir), harness.EnvOptions{WorkloadGates: true})
+	if err != nil {
+		t.Fatalf("control plane with the workload gates: %v", err)
+	}
+	t.Cleanup(gated.Down)
+	t.Logf("control plane with the workload gates up in %v", time.Since(start).Round(time.Millisecond))
+	return gated
+}

@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -20,13 +18,7 @@ import (
 // every pod, and Prepare refuses nothing. The scheduler's metrics show a successful
 // PodGroupPostFilter (no in-tree plugin succeeds there with PodGroupPreemptionPolicy off).
 func TestScenario22PodGroupGangPreemption(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	gated, err := harness.Up(ctx, repoRoot, filepath.Join(runDir, "workload-preemption"), harness.EnvOptions{WorkloadGates: true})
-	if err != nil {
-		t.Fatalf("control plane with the workload gates: %v", err)
-	}
-	t.Cleanup(gated.Down)
+	gated := gatedEnv(t, "workload-preemption", 4*time.Minute)
 	s := newScenarioOn(t, gated, "s22", harness.Cdplace, fourRacks, harness.PrepareOptions{})
 	low, high := s.priorityClasses(corev1.PreemptLowerPriority)
 	lows, before := s.fillFour(low)
@@ -51,24 +43,7 @@ func TestScenario22PodGroupGangPreemption(t *testing.T) {
 		return d["high"] != nil && d["high"].Bound == 18
 	})
 	t.Logf("the 18-pod PodGroup bound whole %v after its pods were created", time.Since(start).Round(100*time.Millisecond))
-	after := s.boundUIDs()
-	var evicted []string
-	for _, name := range lows {
-		kept := 0
-		for uid := range before[name] {
-			if after[name][uid] {
-				kept++
-			}
-		}
-		switch kept {
-		case 16:
-		case 0:
-			evicted = append(evicted, name)
-		default:
-			t.Errorf("%s was evicted in part: %d of 16 pods kept", name, kept)
-		}
-	}
-	if len(evicted) != 1 {
+	if evicted := s.evictedWhole(lows, before); len(evicted) != 1 {
 		t.Fatalf("exactly one low domain should be evicted whole, got %v; domains:\n%s", evicted, harness.Summary(d))
 	}
 	m, err := harness.ScrapeHistograms(s.ctx, s.e.Cdplace.MetricsURL(), "scheduler_framework_extension_point_duration_seconds")

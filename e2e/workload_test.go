@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,15 +22,7 @@ import (
 // series exists when the profile does not use the plugin there), and its log names the
 // placements.
 func TestScenario20WorkloadCyclePlacesTheGroupBestFit(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	start := time.Now()
-	gated, err := harness.Up(ctx, repoRoot, filepath.Join(runDir, "workload-cycle"), harness.EnvOptions{WorkloadGates: true})
-	if err != nil {
-		t.Fatalf("control plane with the workload gates: %v", err)
-	}
-	t.Cleanup(gated.Down)
-	t.Logf("control plane with the workload gates up in %v", time.Since(start).Round(time.Millisecond))
+	gated := gatedEnv(t, "workload-cycle", 3*time.Minute)
 	s := newScenarioOn(t, gated, "s20", harness.Cdplace, twoRacks, harness.PrepareOptions{})
 	s.watchDomains(map[string]int{"filler": 10, "gang": 8})
 	partly := s.fillClique("filler", 10)
