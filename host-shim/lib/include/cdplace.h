@@ -226,8 +226,9 @@ cdplace_error_t *cdplace_cluster_pre_filter(const cdplace_cluster_t *c, const ch
  * Writes a packed decision to *out, as cdplace_cluster_pre_filter (never a node set; other is
  * Success with its score): status Skip when plainPodSteering is off or no node has a clique;
  * else per clique a score (broken cliques above intact ones, nodes without a clique above both)
- * and, for GPU pods, Unschedulable on cliques whose free trays are all promised to starting
- * domains, with the nodes there that stay open listed. Errors as for PreFilter.
+ * (a clique reserved for a waiting domain lowest) and, for GPU pods, Unschedulable on cliques
+ * whose free trays are all promised to starting domains or held for a reservation, with the
+ * nodes there that stay open listed. Errors as for PreFilter.
  * Thread-safe.
  */
 cdplace_error_t *cdplace_cluster_steer(const cdplace_cluster_t *c, uint8_t gpus, cdplace_bytes_t *out);
