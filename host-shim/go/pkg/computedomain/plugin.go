@@ -57,6 +57,8 @@ type Plugin struct {
 	crd     *crdWatch
 	reuse   *decisions
 	settle  settling
+	// wake: rejected ComputeDomain pods, activated when a pod of their domain is reserved.
+	wake waking
 	// steering: plainPodSteering (steer.go); steerCache holds the shared answer.
 	steering   bool
 	steerCache steered
@@ -228,6 +230,7 @@ func (p *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, 
 	if st := statusOf(d.Status); st != nil {
 		logger.V(5).Info("ComputeDomainPlacement rejected pod", "pod", klog.KObj(pod), "reason", d.Status.Reason)
 		p.settle.note(p, domain, pod, d.Status.Reason)
+		p.wake.rejected(domain, pod)
 		return nil, st
 	}
 	if d.NodeSet != nil {
@@ -331,6 +334,18 @@ func (p *Plugin) Reserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nod
 	if err != nil {
 		p.feed.unassume(pod.Namespace, pod.Name)
 		return fwk.AsStatus(fmt.Errorf("computedomain: reserving %s/%s on %s: %w", pod.Namespace, pod.Name, nodeName, err))
+	}
+	// The domain now has a pod placed: its pods rejected while it waited go straight back to the
+	// active queue, past their backoff.
+	if domain, cd := p.feed.isComputeDomainPod(pod); cd {
+		if keys := p.wake.reserved(domain, pod); len(keys) > 0 {
+			p.feed.mu.Lock()
+			activate := p.feed.activate
+			p.feed.mu.Unlock()
+			if activate != nil {
+				activate(keys)
+			}
+		}
 	}
 	return nil
 }

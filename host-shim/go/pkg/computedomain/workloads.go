@@ -118,7 +118,7 @@ func activatePending(logger klog.Logger, h fwk.Handle, lister corelisters.PodLis
 		pods[k.namespace+"/"+k.name] = p
 	}
 	if len(pods) > 0 {
-		logger.V(5).Info("ComputeDomainPlacement: waking pods whose domain's size changed or settled", "pods", len(pods))
+		logger.V(5).Info("ComputeDomainPlacement: waking pending pods of a domain (its size changed or settled, or one of its pods was reserved)", "pods", len(pods))
 		h.Activate(logger, pods)
 	}
 }
@@ -164,4 +164,38 @@ func (s *settling) fire(p *Plugin) {
 	activate := p.feed.activate
 	p.feed.mu.Unlock()
 	activate(keys)
+}
+
+// waking remembers the ComputeDomain pods PreFilter rejected, by domain, so that when one pod
+// of the domain is reserved the others go straight back to the active queue: a QueueingHint
+// would move a pod whose backoff has not expired (up to 10 s after many rejections while its
+// domain waited) only to the backoff queue, and the started domain would sit part-bound.
+type waking struct {
+	mu       sync.Mutex
+	byDomain map[string]map[nsName]struct{}
+}
+
+// rejected records a rejected ComputeDomain pod of domain.
+func (w *waking) rejected(domain string, pod *v1.Pod) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.byDomain == nil {
+		w.byDomain = map[string]map[nsName]struct{}{}
+	}
+	addIndex(w.byDomain, domain, nsName{pod.Namespace, pod.Name})
+}
+
+// reserved takes the rejected pods of domain other than the reserved one (and forgets them).
+func (w *waking) reserved(domain string, pod *v1.Pod) []nsName {
+	w.mu.Lock()
+	pods := w.byDomain[domain]
+	delete(w.byDomain, domain)
+	w.mu.Unlock()
+	keys := make([]nsName, 0, len(pods))
+	for k := range pods {
+		if k != (nsName{pod.Namespace, pod.Name}) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/ptr"
 )
 
@@ -94,4 +95,32 @@ func TestDomainSizeReasonsNameTheOwner(t *testing.T) {
 	ghost := ownedByJob(cdPod("other", "ghost-a"), "ghost")
 	e.apply(ghost)
 	wantCode(t, "PreFilter, Job not cached", e.schedule(ghost).preFilter, fwk.Unschedulable, "Job "+ns+"/ghost")
+}
+
+// When a domain's first pod is reserved, its pods that PreFilter rejected while it waited are
+// activated (past their backoff), so the started domain does not sit part-bound.
+func TestReservingADomainsPodWakesItsRejectedPods(t *testing.T) {
+	w0, w1 := cdPod("cd", "w0"), cdPod("cd", "w1")
+	taken := boundTo(makePod("taken", "", 4), "a-01")
+	e := newEnv(t, "", rack("a", 2, 2), []*unstructured.Unstructured{computeDomain("cd", "uid-cd", 2)},
+		channelTemplate("cd", "uid-cd"), w0, w1, taken)
+	var woken []nsName
+	e.plugin.feed.mu.Lock()
+	e.plugin.feed.activate = func(keys []nsName) { woken = append(woken, keys...) }
+	e.plugin.feed.mu.Unlock()
+	wantCode(t, "w1 while the domain cannot fit", e.schedule(w1).preFilter, fwk.Unschedulable, "needs 2 free trays")
+	if st := e.fh.RunReservePluginsReserve(e.ctx, framework.NewCycleState(), w0, "a-00"); !st.IsSuccess() {
+		t.Fatalf("reserve: %v", st)
+	}
+	if len(woken) != 1 || woken[0] != (nsName{ns, "w1"}) {
+		t.Fatalf("reserving w0 should wake w1, woke %v", woken)
+	}
+	// Once woken, a pod is forgotten: another reserve wakes nothing.
+	woken = nil
+	if st := e.fh.RunReservePluginsReserve(e.ctx, framework.NewCycleState(), w1, "a-01"); !st.IsSuccess() {
+		t.Fatalf("reserve: %v", st)
+	}
+	if len(woken) != 0 {
+		t.Fatalf("woke %v again", woken)
+	}
 }
