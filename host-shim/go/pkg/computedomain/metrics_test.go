@@ -39,26 +39,22 @@ func TestMetricsCountDecisionsCallsAndPreemptions(t *testing.T) {
 		}
 		return 0
 	}
-	before := map[string]float64{
-		"unschedulable": value("cdplace_decisions_total", map[string]string{"code": "Unschedulable"}),
-		"prefilter":     value("cdplace_policy_call_duration_seconds", map[string]string{"call": "pre_filter"}),
-		"preempt":       value("cdplace_policy_call_duration_seconds", map[string]string{"call": "preempt"}),
-		"preempted":     value("cdplace_gang_preemptions_total", map[string]string{"result": "preempted"}),
-		"victims":       value("cdplace_gang_preemption_victim_pods_total", nil),
-		"gpus":          value("cdplace_gang_preemption_evicted_gpus_total", nil),
+	snapshot := func() map[string]float64 {
+		return map[string]float64{
+			"unschedulable": value("cdplace_decisions_total", map[string]string{"code": "Unschedulable"}),
+			"prefilter":     value("cdplace_policy_call_duration_seconds", map[string]string{"call": "pre_filter"}),
+			"preempt":       value("cdplace_policy_call_duration_seconds", map[string]string{"call": "preempt"}),
+			"preempted":     value("cdplace_gang_preemptions_total", map[string]string{"result": "preempted"}),
+			"victims":       value("cdplace_gang_preemption_victim_pods_total", nil),
+			"gpus":          value("cdplace_gang_preemption_evicted_gpus_total", nil),
+		}
 	}
+	before := snapshot()
 	wantCode(t, "high-0", e.schedule(pods["high-0"]).preFilter, fwk.Unschedulable, "")
 	if _, st := e.postFilter(pods["high-0"]); !st.IsSuccess() {
 		t.Fatalf("postfilter: %v", st)
 	}
-	got := map[string]float64{
-		"unschedulable": value("cdplace_decisions_total", map[string]string{"code": "Unschedulable"}),
-		"prefilter":     value("cdplace_policy_call_duration_seconds", map[string]string{"call": "pre_filter"}),
-		"preempt":       value("cdplace_policy_call_duration_seconds", map[string]string{"call": "preempt"}),
-		"preempted":     value("cdplace_gang_preemptions_total", map[string]string{"result": "preempted"}),
-		"victims":       value("cdplace_gang_preemption_victim_pods_total", nil),
-		"gpus":          value("cdplace_gang_preemption_evicted_gpus_total", nil),
-	}
+	got := snapshot()
 	want := map[string]float64{"unschedulable": 1, "prefilter": 1, "preempt": 1, "preempted": 1, "victims": 3, "gpus": 12}
 	for k, w := range want {
 		if d := got[k] - before[k]; d != w {
