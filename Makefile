@@ -48,7 +48,7 @@ scheduler: build
 	cd host-shim/go && $(GO) build -o ../../$(SCHEDULER) ./cmd/kube-scheduler
 
 ## test: everything CI checks
-test: lint test-rust test-c test-go test-e2e bench-smoke bench-e2e-smoke bench-upstream-smoke
+test: lint test-rust test-c test-go fuzz-smoke test-e2e bench-smoke bench-e2e-smoke bench-upstream-smoke
 
 test-rust: build
 	$(CARGO) test --workspace --release
@@ -58,6 +58,29 @@ test-c: build
 	$(CC) -Wall -Wextra -Werror -O1 -o target/release/cabi-smoke host-shim/lib/tests/c/smoke.c \
 		-Ihost-shim/lib/include $(HOSTLIB) $(LINK_LIBS)
 	target/release/cabi-smoke $(GUEST) $(FAULTY)
+
+## fuzz-smoke / fuzz: Go's coverage-guided fuzzing of fact extraction (FuzzExtract, arbitrary
+## objects as the informers decode them) and of the host-guest boundary through the real library
+## and guest (FuzzApplyFacts: arbitrary batches; FuzzFactSequences: well-formed facts with
+## colliding names and counts at the integer limits, decided after every batch). fuzz-smoke runs
+## each target FUZZSMOKE (in `make test`); fuzz runs each for FUZZTIME, one worker each, and
+## records the executions in target/fuzz/ (results in docs/reliability.md)
+FUZZ_TARGETS := internal/facts:FuzzExtract internal/cdplace:FuzzApplyFacts internal/cdplace:FuzzFactSequences
+FUZZSMOKE ?= 15s
+FUZZTIME ?= 1h
+.PHONY: fuzz fuzz-smoke
+fuzz-smoke: build
+	cp $(GUEST) $(EMBEDDED_GUEST)
+	cd host-shim/go && for t in $(FUZZ_TARGETS); do \
+		$(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZSMOKE) -parallel 1 || exit 1; done
+
+fuzz: build
+	cp $(GUEST) $(EMBEDDED_GUEST)
+	mkdir -p target/fuzz
+	cd host-shim/go && for t in $(FUZZ_TARGETS); do \
+		$(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) -parallel 1 \
+			> ../../target/fuzz/$${t##*:}.log 2>&1; rc=$$?; tail -n 3 ../../target/fuzz/$${t##*:}.log; \
+		[ $$rc -eq 0 ] || exit $$rc; done
 
 ## test-go: the plugin through the real scheduling framework, the shipped configs, the binary;
 ## the adapter again under the race detector
