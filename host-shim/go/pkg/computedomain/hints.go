@@ -6,6 +6,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -30,15 +32,19 @@ func (p *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: p.isSchedulableAfterPodDeleted},
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Add}, QueueingHintFn: p.isSchedulableAfterPodBound},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint | fwk.UpdateNodeAllocatable}, QueueingHintFn: p.isSchedulableAfterNodeChange},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Delete}, QueueingHintFn: p.isSchedulableAfterNodeDeleted},
 		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: p.isSchedulableAfterClaimChange},
-		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: p.isSchedulableAfterSliceChange},
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: p.isSchedulableAfterSliceChange},
 		{Event: fwk.ClusterEvent{Resource: claimTemplateResource, ActionType: fwk.Add}, QueueingHintFn: p.isSchedulableAfterTemplateAdded},
+		// Delivered only when the Workload API is on (the scheduler registers PodGroup handlers
+		// itself then); harmless otherwise.
+		{Event: fwk.ClusterEvent{Resource: fwk.PodGroup, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: p.isSchedulableAfterPodGroupChange},
 	}
 	// Only when the API was served at start: the scheduler waits for the informer of every
 	// registered resource to sync before it schedules anything, and one for a resource that is
 	// not served never does.
 	if p.domainEvents {
-		events = append(events, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: computeDomainResource, ActionType: fwk.Add | fwk.Delete}, QueueingHintFn: p.isSchedulableAfterComputeDomainChange})
+		events = append(events, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: computeDomainResource, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: p.isSchedulableAfterComputeDomainChange})
 	}
 	return events, nil
 }
@@ -112,6 +118,21 @@ func (p *Plugin) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Pod, o
 	return fwk.Queue, nil
 }
 
+// isSchedulableAfterNodeDeleted: an NVLink tray went away. That frees nothing, but what the
+// policy promised in its clique changes: a head-of-queue reservation that clique can no longer
+// hold moves elsewhere (and the trays it held open again), and a domain held to the clique
+// only by a pod nominated to that node is released.
+func (p *Plugin) isSchedulableAfterNodeDeleted(_ klog.Logger, _ *v1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
+	node, _, err := util.As[*v1.Node](oldObj, nil)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	if _, ok := node.Labels[p.keys.CliqueLabel]; ok {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
 // isSchedulableAfterClaimChange: a claim was deallocated or deleted (its tray may be free), or
 // a claim the pod waits for appeared.
 func (p *Plugin) isSchedulableAfterClaimChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
@@ -150,11 +171,16 @@ func podNamesClaim(pod *v1.Pod, name string) bool {
 	return false
 }
 
-// isSchedulableAfterSliceChange: the GPU driver published devices for a node.
-func (p *Plugin) isSchedulableAfterSliceChange(_ klog.Logger, _ *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {
-	_, slice, err := util.As[*resourceapi.ResourceSlice](nil, newObj)
+// isSchedulableAfterSliceChange: the GPU driver published, changed or withdrew devices of a
+// node (a withdrawn slice can help too: a pool's superseded generation no longer counts, and a
+// tray whose GPU count falls to what its pods take becomes a whole tray for them).
+func (p *Plugin) isSchedulableAfterSliceChange(_ klog.Logger, _ *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	oldSlice, slice, err := util.As[*resourceapi.ResourceSlice](oldObj, newObj)
 	if err != nil {
 		return fwk.Queue, err
+	}
+	if slice == nil {
+		slice = oldSlice
 	}
 	if slice.Spec.Driver == p.keys.GPUDriver && slice.Spec.NodeName != nil {
 		return fwk.Queue, nil
@@ -175,16 +201,55 @@ func unstructuredOf(oldObj, newObj any) (*unstructured.Unstructured, error) {
 }
 
 // isSchedulableAfterComputeDomainChange: a ComputeDomain in the pod's namespace appeared (the
-// pod may have waited for it) or was deleted (its pods and promises go away).
+// pod may have waited for it) or changed its size (the annotation or spec.numNodes), or any
+// domain was deleted (its pods and promises go away). The driver's status updates, which are
+// most of a domain's updates, change neither and are skipped.
 func (p *Plugin) isSchedulableAfterComputeDomainChange(_ klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	u, err := unstructuredOf(oldObj, newObj)
 	if err != nil {
 		return fwk.Queue, err
 	}
-	if newObj == nil || u.GetNamespace() == pod.Namespace {
+	switch {
+	case newObj == nil:
+		return fwk.Queue, nil
+	case u.GetNamespace() != pod.Namespace:
+		return fwk.QueueSkip, nil
+	case oldObj == nil:
+		return fwk.Queue, nil
+	}
+	old, err := unstructuredOf(nil, oldObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	before, errBefore := facts.DomainOf(old, p.keys)
+	after, errAfter := facts.DomainOf(u, p.keys)
+	if errBefore != nil || errAfter != nil || !equalU32(before.SizeHint, after.SizeHint) || !equalU32(before.NumNodes, after.NumNodes) {
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil
+}
+
+func equalU32(a, b *uint32) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+// isSchedulableAfterPodGroupChange: the pod's PodGroup appeared, changed its spec (minCount,
+// the domain's size; its priority) or went away (the size falls back to the owners).
+func (p *Plugin) isSchedulableAfterPodGroupChange(_ klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	oldPG, newPG, err := util.As[*schedulingv1beta1.PodGroup](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	pg := newPG
+	if pg == nil {
+		pg = oldPG
+	}
+	g := pod.Spec.SchedulingGroup
+	if pg.Namespace != pod.Namespace || g == nil || g.PodGroupName == nil || *g.PodGroupName != pg.Name {
+		return fwk.QueueSkip, nil
+	}
+	if oldPG != nil && newPG != nil && equality.Semantic.DeepEqual(oldPG.Spec, newPG.Spec) {
+		return fwk.QueueSkip, nil
+	}
+	return fwk.Queue, nil
 }
 
 // isSchedulableAfterTemplateAdded: the template the pod names was created (by the driver).

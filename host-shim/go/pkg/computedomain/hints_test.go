@@ -5,6 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -51,6 +52,25 @@ func TestQueueingHints(t *testing.T) {
 		u.SetNamespace(ns)
 		return u
 	}
+	resized := cd(ns)
+	resized.SetAnnotations(map[string]string{"cdplace.nvidia.com/size": "4"})
+	fewerNodes := cd(ns)
+	_ = unstructured.SetNestedField(fewerNodes.Object, int64(6), "spec", "numNodes")
+	statusOnly := cd(ns)
+	_ = unstructured.SetNestedField(statusOnly.Object, "Ready", "status", "status")
+	resizedElsewhere := cd("team-b")
+	resizedElsewhere.SetAnnotations(map[string]string{"cdplace.nvidia.com/size": "4"})
+
+	inGroup := target.DeepCopy()
+	inGroup.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("trainers")}
+	group := func(name string, minCount int32) *schedulingv1beta1.PodGroup {
+		return &schedulingv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{
+				Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: minCount}}}}
+	}
+	groupStatus := group("trainers", 8)
+	groupStatus.Status.Conditions = []metav1.Condition{{Type: "PodGroupScheduled", Status: metav1.ConditionTrue}}
+
 	gpuSlice := &resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Driver: "gpu.nvidia.com", NodeName: ptr.To("a-00")}}
 	otherSlice := &resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", NodeName: ptr.To("a-00")}}
 
@@ -85,9 +105,44 @@ func TestQueueingHints(t *testing.T) {
 		{"domain created in the namespace", p.isSchedulableAfterComputeDomainChange, nil, cd(ns), fwk.Queue},
 		{"domain created elsewhere", p.isSchedulableAfterComputeDomainChange, nil, cd("team-b"), fwk.QueueSkip},
 		{"domain deleted", p.isSchedulableAfterComputeDomainChange, cd("team-b"), nil, fwk.Queue},
+		{"domain's size annotation changed", p.isSchedulableAfterComputeDomainChange, cd(ns), resized, fwk.Queue},
+		{"domain's numNodes changed", p.isSchedulableAfterComputeDomainChange, cd(ns), fewerNodes, fwk.Queue},
+		{"domain's status changed", p.isSchedulableAfterComputeDomainChange, cd(ns), statusOnly, fwk.QueueSkip},
+		{"domain elsewhere resized", p.isSchedulableAfterComputeDomainChange, cd("team-b"), resizedElsewhere, fwk.QueueSkip},
+		{"GPU slice withdrawn", p.isSchedulableAfterSliceChange, gpuSlice, nil, fwk.Queue},
+		{"other driver's slice withdrawn", p.isSchedulableAfterSliceChange, otherSlice, nil, fwk.QueueSkip},
+		{"tray deleted", p.isSchedulableAfterNodeDeleted, tray, nil, fwk.Queue},
+		{"CPU node deleted", p.isSchedulableAfterNodeDeleted, makeNode("cpu", 0, 0), nil, fwk.QueueSkip},
 		{"the pod's template created", p.isSchedulableAfterTemplateAdded, nil, tpl("cd-channel"), fwk.Queue},
 		{"another template created", p.isSchedulableAfterTemplateAdded, nil, tpl("x-channel"), fwk.QueueSkip},
 	}
+	// The PodGroup hints ask about a pod of the group "trainers".
+	groupCases := []struct {
+		name     string
+		old, new any
+		want     fwk.QueueingHint
+	}{
+		{"the pod's PodGroup created", nil, group("trainers", 8), fwk.Queue},
+		{"another PodGroup created", nil, group("others", 8), fwk.QueueSkip},
+		{"the pod's PodGroup minCount changed", group("trainers", 8), group("trainers", 4), fwk.Queue},
+		{"the pod's PodGroup status changed", group("trainers", 8), groupStatus, fwk.QueueSkip},
+		{"the pod's PodGroup deleted", group("trainers", 8), nil, fwk.Queue},
+	}
+	for _, c := range groupCases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := p.isSchedulableAfterPodGroupChange(logger, inGroup, c.old, c.new)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != c.want {
+				t.Fatalf("got %v, want %v", got, c.want)
+			}
+		})
+	}
+	if got, _ := p.isSchedulableAfterPodGroupChange(logger, target, nil, group("trainers", 8)); got != fwk.QueueSkip {
+		t.Errorf("a pod outside any group: %v", got)
+	}
+
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := c.fn(logger, target, c.old, c.new)
@@ -104,9 +159,25 @@ func TestQueueingHints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	registered := map[fwk.EventResource]fwk.ActionType{}
 	for _, e := range events {
 		if e.QueueingHintFn == nil {
 			t.Errorf("event %v has no hint", e.Event)
+		}
+		registered[e.Event.Resource] |= e.Event.ActionType
+	}
+	// Every event that can make a waiting domain placeable is registered.
+	for r, want := range map[fwk.EventResource]fwk.ActionType{
+		fwk.AssignedPod:       fwk.Add | fwk.Delete,
+		fwk.Node:              fwk.Add | fwk.Delete | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint | fwk.UpdateNodeAllocatable,
+		fwk.ResourceClaim:     fwk.Add | fwk.Update | fwk.Delete,
+		fwk.ResourceSlice:     fwk.Add | fwk.Update | fwk.Delete,
+		claimTemplateResource: fwk.Add,
+		computeDomainResource: fwk.Add | fwk.Update | fwk.Delete,
+		fwk.PodGroup:          fwk.Add | fwk.Update | fwk.Delete,
+	} {
+		if got := registered[r]; got&want != want {
+			t.Errorf("%s: registered %v, want at least %v", r, got, want)
 		}
 	}
 }
