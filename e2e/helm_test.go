@@ -12,11 +12,13 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cdplace/cdplace/e2e/harness"
@@ -198,19 +200,28 @@ func testChartLintAndTemplate(t *testing.T, bin string) {
 				"ClusterRole/" + helmRelease, "ClusterRoleBinding/" + helmRelease,
 				"ConfigMap/" + helmRelease + "-config", "Deployment/" + helmRelease,
 				"PodDisruptionBudget/" + helmRelease,
-				"Role/" + helmRelease + "-leader-election", "RoleBinding/" + helmRelease + "-helm-t-authentication-reader",
-				"RoleBinding/" + helmRelease + "-leader-election", "ServiceAccount/" + helmRelease,
+				"Role/" + helmRelease + "-helm-t-leader-election", "RoleBinding/" + helmRelease + "-helm-t-authentication-reader",
+				"RoleBinding/" + helmRelease + "-helm-t-leader-election", "ServiceAccount/" + helmRelease,
 			}
 			if got := objectKinds(objs); !slices.Equal(got, want) {
 				t.Errorf("rendered objects:\n got %v\nwant %v", got, want)
 			}
+			// The default is one process with both profiles, leading on the stock scheduler's
+			// lease so the two exclude each other.
 			raw, cfg := chartSchedulerConfig(t, objs)
-			if got := chartProfiles(cfg); !slices.Equal(got, []string{"computedomain-scheduler"}) {
-				t.Errorf("profiles %v; want only computedomain-scheduler", got)
+			if got := chartProfiles(cfg); !slices.Equal(got, []string{"default-scheduler", "computedomain-scheduler"}) {
+				t.Errorf("profiles %v; want default-scheduler, computedomain-scheduler", got)
+			}
+			if ps := cfg["profiles"].([]any); ps[0].(map[string]any)["pluginConfig"] != nil {
+				t.Errorf("the default-scheduler profile carries pluginConfig; it must be upstream's defaults: %v", ps[0])
+			}
+			role := chartObject(t, objs, "Role", helmRelease+"-helm-t-leader-election")
+			if role.GetNamespace() != "kube-system" || !chartHasRule(role, "leases") {
+				t.Errorf("the leader-election Role is in %q; want kube-system, for the lease kube-scheduler", role.GetNamespace())
 			}
 			for path, want := range map[string]string{
-				"leaderElection.leaderElect": "true", "leaderElection.resourceName": "computedomain-scheduler",
-				"leaderElection.resourceNamespace": "helm-t", "enableProfiling": "false",
+				"leaderElection.leaderElect": "true", "leaderElection.resourceName": "kube-scheduler",
+				"leaderElection.resourceNamespace": "kube-system", "enableProfiling": "false",
 			} {
 				if got := nestedStr(cfg, strings.Split(path, ".")...); got != want {
 					t.Errorf("config %s = %s; want %s\n%s", path, got, want, raw)
@@ -255,17 +266,16 @@ func testChartLintAndTemplate(t *testing.T, bin string) {
 				}
 			}
 		}},
-		{"singleScheduler", []string{"mode=singleScheduler"}, func(t *testing.T, objs []*unstructured.Unstructured) {
+		{"secondScheduler", []string{"mode=secondScheduler"}, func(t *testing.T, objs []*unstructured.Unstructured) {
 			_, cfg := chartSchedulerConfig(t, objs)
-			if got := chartProfiles(cfg); !slices.Equal(got, []string{"default-scheduler", "computedomain-scheduler"}) {
-				t.Errorf("profiles %v; want default-scheduler, computedomain-scheduler", got)
+			if got := chartProfiles(cfg); !slices.Equal(got, []string{"computedomain-scheduler"}) {
+				t.Errorf("profiles %v; want only computedomain-scheduler", got)
 			}
-			if got := nestedStr(cfg, "leaderElection", "resourceName"); got != "computedomain-scheduler" {
-				t.Errorf("lease %s; want the chart's own computedomain-scheduler", got)
+			if got, ns := nestedStr(cfg, "leaderElection", "resourceName"), nestedStr(cfg, "leaderElection", "resourceNamespace"); got != "computedomain-scheduler" || ns != "helm-t" {
+				t.Errorf("lease %s/%s; want the chart's own helm-t/computedomain-scheduler", ns, got)
 			}
-			ps := cfg["profiles"].([]any)
-			if _, ok := ps[0].(map[string]any)["pluginConfig"]; ok {
-				t.Errorf("the default-scheduler profile carries pluginConfig; it must be upstream's defaults: %v", ps[0])
+			if role := chartObject(t, objs, "Role", helmRelease+"-leader-election"); role.GetNamespace() != "helm-t" {
+				t.Errorf("the leader-election Role is in %q; want the release namespace", role.GetNamespace())
 			}
 		}},
 		{"digest, gates, ServiceMonitor, one replica, smaller guests", []string{
@@ -472,6 +482,8 @@ func chartUninstall(t *testing.T, objs []*unstructured.Unstructured, namespace s
 			err = c.RbacV1().ClusterRoleBindings().Delete(ctx, o.GetName(), metav1.DeleteOptions{})
 		case o.GetKind() == "RoleBinding" && o.GetNamespace() == "kube-system":
 			err = c.RbacV1().RoleBindings("kube-system").Delete(ctx, o.GetName(), metav1.DeleteOptions{})
+		case o.GetKind() == "Role" && o.GetNamespace() == "kube-system":
+			err = c.RbacV1().Roles("kube-system").Delete(ctx, o.GetName(), metav1.DeleteOptions{})
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("uninstall %s %s: %v", o.GetKind(), o.GetName(), err)
@@ -506,10 +518,25 @@ func (cs *chartScheduler) forbidden(t *testing.T) []string {
 
 func testChartPlaces(t *testing.T, bin, mode string) {
 	short := map[string]string{"secondScheduler": "second", "singleScheduler": "single"}[mode]
+	var stock *stockLease
+	if mode == "singleScheduler" {
+		// The stock kube-scheduler leads: the replacement must stand by until it stops.
+		stock = holdStockLease(t)
+	}
 	cs := chartInstall(t, bin, "helm-"+short, mode, nil)
 	s := newScenario(t, "helm-"+short, harness.Cdplace, helmFleet, harness.PrepareOptions{})
+	if stock != nil {
+		s.domain("train", 2, 4)
+		time.Sleep(10 * time.Second)
+		if d := s.domains(); d["train"] != nil && d["train"].Bound > 0 {
+			t.Fatalf("the chart's scheduler placed pods while the stock scheduler held kube-system/kube-scheduler: %s", d["train"])
+		}
+		stock.release()
+	}
 	start := time.Now()
-	s.domain("train", 2, 4)
+	if stock == nil {
+		s.domain("train", 2, 4)
+	}
 	d := s.waitFor("train's 2 pods running", 90*time.Second, all("train", 2))
 	t.Logf("%s: the 2-pod domain ran %v after its Job was created: %s", mode, time.Since(start).Round(time.Millisecond), d["train"])
 	s.assertNoSplits(d)
@@ -554,6 +581,14 @@ func testChartPlaces(t *testing.T, bin, mode string) {
 	if f := cs.forbidden(t); len(f) > 0 {
 		t.Errorf("the API server refused the chart's ServiceAccount %d times; first: %s", len(f), f[0])
 	}
+	if mode == "singleScheduler" {
+		// It took over the stock scheduler's lease once the stock one stopped renewing it.
+		lease, err := env.CP.Client.CoordinationV1().Leases("kube-system").Get(s.ctx, "kube-scheduler", metav1.GetOptions{})
+		if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == stockHolder {
+			t.Errorf("kube-system/kube-scheduler: %v; want it held by the chart's scheduler", err)
+		}
+		return
+	}
 	// It leads on its own lease; the stock scheduler's lease was never taken.
 	lease, err := env.CP.Client.CoordinationV1().Leases(cs.namespace).Get(s.ctx, "computedomain-scheduler", metav1.GetOptions{})
 	if err != nil {
@@ -591,4 +626,62 @@ func testChartMissingRule(t *testing.T, bin, resource, group string) {
 	if !cs.sched.Running() {
 		t.Errorf("the scheduler exited instead of waiting for the permission; log: %s", cs.sched.LogPath())
 	}
+}
+
+// stockHolder is the holder identity holdStockLease writes, as a stock kube-scheduler would.
+const stockHolder = "stock-kube-scheduler_0f8e7d6c"
+
+// stockLease is kube-system/kube-scheduler renewed as a leading stock scheduler renews it.
+type stockLease struct {
+	stop chan struct{}
+	done chan struct{}
+}
+
+// holdStockLease creates kube-system/kube-scheduler and renews it every 2 s until release
+// (or the test's end), then deletes it when the test ends.
+func holdStockLease(t *testing.T) *stockLease {
+	t.Helper()
+	ctx := context.Background()
+	leases := env.CP.Client.CoordinationV1().Leases("kube-system")
+	now := metav1.NewMicroTime(time.Now())
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "kube-scheduler", Namespace: "kube-system"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(stockHolder), LeaseDurationSeconds: ptr.To[int32](15), AcquireTime: &now, RenewTime: &now}}
+	if _, err := leases.Create(ctx, lease, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	l := &stockLease{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		tick := time.NewTicker(2 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-l.stop:
+				return
+			case <-tick.C:
+			}
+			cur, err := leases.Get(ctx, "kube-scheduler", metav1.GetOptions{})
+			if err != nil || cur.Spec.HolderIdentity == nil || *cur.Spec.HolderIdentity != stockHolder {
+				continue
+			}
+			renewed := metav1.NewMicroTime(time.Now())
+			cur.Spec.RenewTime = &renewed
+			_, _ = leases.Update(ctx, cur, metav1.UpdateOptions{})
+		}
+	}()
+	t.Cleanup(func() {
+		l.release()
+		_ = leases.Delete(ctx, "kube-scheduler", metav1.DeleteOptions{})
+	})
+	return l
+}
+
+// release stops renewing, as a stopped stock scheduler does.
+func (l *stockLease) release() {
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	<-l.done
 }
