@@ -60,6 +60,19 @@ func NewCluster(rt *Runtime, args []byte) (*Cluster, error) {
 	return c, nil
 }
 
+// Close frees the cluster's view and policy instances now instead of at the next garbage
+// collection (each instance reserves its guest memory's address space, so code that makes
+// many clusters must close them). No call may be running or made after it; a second Close
+// does nothing.
+func (c *Cluster) Close() {
+	if c.ptr == nil {
+		return
+	}
+	runtime.SetFinalizer(c, nil)
+	C.cdplace_cluster_delete(c.ptr)
+	c.ptr = nil
+}
+
 // Crossings is how many calls were made into the library for this cluster.
 func (c *Cluster) Crossings() uint64 { return c.crossings.Load() }
 

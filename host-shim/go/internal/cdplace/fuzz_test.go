@@ -34,6 +34,7 @@ func FuzzApplyFacts(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer c.Close()
 		if err := c.ApplyFacts(twoRacks().Bytes()); err != nil {
 			t.Fatal(err)
 		}
@@ -72,6 +73,7 @@ func FuzzFactSequences(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer c.Close()
 		r := &fuzzReader{data: data}
 		pods := map[string]bool{}
 		var b Batch
