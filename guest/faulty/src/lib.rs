@@ -26,6 +26,7 @@ mod faulty {
     }
     use bindings::cdplace::policy::errors::PolicyError;
     use bindings::cdplace::policy::facts::Delta;
+    use bindings::cdplace::policy::fleet::FleetStatus;
     use bindings::cdplace::policy::verdicts::{Code, PreFilterResult, Preemption, Verdict};
     use bindings::{OverlayOp, Settings};
 
@@ -129,6 +130,11 @@ mod faulty {
 
         fn preempt(_: u32, _: i64) -> Preemption {
             Preemption { domain: None, plan: None, reason: String::from("the faulty component never preempts") }
+        }
+
+        /// An empty fleet: the faulty component keeps no view.
+        fn status(_: i64) -> FleetStatus {
+            FleetStatus { cliques: Vec::new(), domains: Vec::new(), largest_placeable: 0, reserved_trays: 0 }
         }
     }
 
