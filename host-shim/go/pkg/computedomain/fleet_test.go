@@ -159,3 +159,34 @@ func TestFleetGaugesAndDomainEvents(t *testing.T) {
 	}
 	wantEvents("wait deleted")
 }
+
+// A plugin that has run no PreFilter (a standby replica under leader election) records what
+// stands without saying it; once it schedules, it says only what changes after.
+func TestFleetEventsOnlyFromASchedulingPlugin(t *testing.T) {
+	cds := []*unstructured.Unstructured{computeDomain("wait", "uid-wait", 4)}
+	objs := []runtime.Object{channelTemplate("wait", "uid-wait"), boundTo(makePod("web", "", 4), "b-00")}
+	var waitPods []any
+	for i := 0; i < 4; i++ {
+		waitPods = append(waitPods, cdPod("wait", fmt.Sprintf("wait-%d", i)))
+	}
+	e := newEnv(t, "", append(rack("a", 1, 1), rack("b", 2, 4)...), cds, objs...)
+	e.plugin.refreshFleet(e.ctx, true)
+	e.apply(waitPods...)
+	e.plugin.refreshFleet(e.ctx, false)
+	if got := drain(e); len(got) != 0 {
+		t.Fatalf("a plugin that schedules nothing said %q", got)
+	}
+	wantCode(t, "wait-0", e.schedule(waitPods[0].(*v1.Pod)).preFilter, fwk.Unschedulable, "needs 4 free trays")
+	e.plugin.refreshFleet(e.ctx, true)
+	if got := drain(e); len(got) != 0 {
+		t.Fatalf("nothing changed since it recorded, yet it said %q", got)
+	}
+	// Another plain pod takes a tray of clique 2: the best offer drops to 2.
+	e.apply(boundTo(makePod("web-1", "", 4), "b-01"))
+	e.plugin.refreshFleet(e.ctx, false)
+	got := drain(e)
+	want := "Normal Waiting ComputeDomain " + ns + "/wait needs 4 trays in one NVLink clique (size 4 from annotation cdplace.nvidia.com/size on ComputeDomain " + ns + "/wait); the best clique, " + clique(2) + ", offers 2"
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("events %q, want [%q]", got, want)
+	}
+}
