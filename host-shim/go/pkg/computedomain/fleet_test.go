@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -188,5 +189,52 @@ func TestFleetEventsOnlyFromASchedulingPlugin(t *testing.T) {
 	want := "Normal Waiting ComputeDomain " + ns + "/wait needs 4 trays in one NVLink clique (size 4 from annotation cdplace.nvidia.com/size on ComputeDomain " + ns + "/wait); the best clique, " + clique(2) + ", offers 2"
 	if len(got) != 1 || got[0] != want {
 		t.Fatalf("events %q, want [%q]", got, want)
+	}
+}
+
+// The background refresh: started by New, it says Placed on its own once a domain's last pod is
+// reserved, while pods are being scheduled; it stops with the plugin's context.
+func TestFleetRefreshRunsInTheBackground(t *testing.T) {
+	old := fleetInterval
+	fleetInterval = 20 * time.Millisecond
+	t.Cleanup(func() { fleetInterval = old })
+	cds := []*unstructured.Unstructured{computeDomain("pair", "uid-pair", 2)}
+	objs := []runtime.Object{channelTemplate("pair", "uid-pair")}
+	var pairPods []*v1.Pod
+	for i := 0; i < 2; i++ {
+		p := cdPod("pair", fmt.Sprintf("pair-%d", i))
+		pairPods = append(pairPods, p)
+		objs = append(objs, p)
+	}
+	e := newEnv(t, "", rack("a", 1, 2), cds, objs...)
+	if !fleetReporter.Load() {
+		t.Fatal("New did not start the fleet refresh")
+	}
+	// Let the first status record the empty start before any pod is placed.
+	waitFor(t, func() bool {
+		e.plugin.fleet.mu.Lock()
+		defer e.plugin.fleet.mu.Unlock()
+		return e.plugin.fleet.last != nil
+	})
+	for i, p := range pairPods {
+		r := e.schedule(p)
+		wantCode(t, p.Name, r.preFilter, fwk.Success, "")
+		if st := e.plugin.Reserve(e.ctx, r.state, p, fmt.Sprintf("a-%02d", i)); !st.IsSuccess() {
+			t.Fatalf("reserve %s: %v", p.Name, st)
+		}
+	}
+	want := "Normal Placed ComputeDomain " + ns + "/pair placed in NVLink clique " + clique(1) + ": 2 tray(s) (size 2 from annotation cdplace.nvidia.com/size on ComputeDomain " + ns + "/pair)"
+	var got []string
+	waitFor(t, func() bool {
+		got = append(got, drain(e)...)
+		return len(got) > 0
+	})
+	time.Sleep(100 * time.Millisecond) // several more refreshes: nothing more to say
+	got = append(got, drain(e)...)
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("events %q, want [%q]", got, want)
+	}
+	if v := gauge(t, "cdplace_domains_running", nil); v != 1 {
+		t.Fatalf("domains running %v, want 1", v)
 	}
 }
