@@ -163,3 +163,46 @@ func (h Histogram) Quantile(q float64) float64 {
 	}
 	return prevBound
 }
+
+// Gauges maps "name{label=value,...}" (labels sorted) to a gauge's value.
+type Gauges map[string]float64
+
+// ScrapeGauges reads every gauge of the given metric families from url.
+func ScrapeGauges(ctx context.Context, url string, families ...string) (Gauges, error) {
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback, self-signed
+	}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	parsed, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	out := Gauges{}
+	for _, fam := range families {
+		mf := parsed[fam]
+		if mf == nil || mf.GetType() != dto.MetricType_GAUGE {
+			continue
+		}
+		for _, m := range mf.Metric {
+			var labels []string
+			for _, l := range m.Label {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			sort.Strings(labels)
+			out[fam+"{"+strings.Join(labels, ",")+"}"] = m.GetGauge().GetValue()
+		}
+	}
+	return out, nil
+}

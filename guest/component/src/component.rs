@@ -18,6 +18,7 @@ mod bindings {
 
 use bindings::cdplace::policy::errors::PolicyError;
 use bindings::cdplace::policy::facts as wf;
+use bindings::cdplace::policy::fleet as wl;
 use bindings::cdplace::policy::verdicts as wv;
 use bindings::{OverlayOp, Settings};
 
@@ -97,9 +98,69 @@ impl bindings::Guest for Policy {
             reason: r.reason,
         }
     }
+
+    fn status(now_ms: i64) -> wl::FleetStatus {
+        fleet(with_view(|v| v.status(now_ms)))
+    }
 }
 
 bindings::export!(Policy with_types_in bindings);
+
+fn fleet(s: policy::FleetStatus) -> wl::FleetStatus {
+    wl::FleetStatus {
+        cliques: s
+            .cliques
+            .into_iter()
+            .map(|c| wl::CliqueStatus {
+                clique: c.clique,
+                usable: c.usable,
+                free: c.free,
+                promised: c.promised,
+                reserved_for: c.reserved_for,
+            })
+            .collect(),
+        domains: s
+            .domains
+            .into_iter()
+            .map(|d| wl::DomainStatus {
+                uid: d.uid,
+                namespace: d.namespace,
+                name: d.name,
+                phase: match d.phase {
+                    policy::DomainPhase::Idle => wl::DomainPhase::Idle,
+                    policy::DomainPhase::Pending => wl::DomainPhase::Pending,
+                    policy::DomainPhase::Starting => wl::DomainPhase::Starting,
+                    policy::DomainPhase::Running => wl::DomainPhase::Running,
+                },
+                pending: d.pending.map(pending_reason),
+                size: d.size,
+                placed: d.placed,
+                needed: d.needed,
+                clique: d.clique,
+                offer: d.offer,
+                note: d.note,
+            })
+            .collect(),
+        largest_placeable: s.largest_placeable,
+        reserved_trays: s.reserved_trays,
+    }
+}
+
+fn pending_reason(r: policy::PendingReason) -> wl::PendingReason {
+    use policy::PendingReason as P;
+    match r {
+        P::NoComputeDomain => wl::PendingReason::NoComputeDomain,
+        P::SizeUnknown => wl::PendingReason::SizeUnknown,
+        P::Settling => wl::PendingReason::Settling,
+        P::NoCliqueFits => wl::PendingReason::NoCliqueFits,
+        P::WaitingForTrays => wl::PendingReason::WaitingForTrays,
+        P::ReservedElsewhere => wl::PendingReason::ReservedElsewhere,
+        P::HoldsReservation => wl::PendingReason::HoldsReservation,
+        P::VictimsLeaving => wl::PendingReason::VictimsLeaving,
+        P::Placeable => wl::PendingReason::Placeable,
+        P::Unresolvable => wl::PendingReason::Unresolvable,
+    }
+}
 
 fn result(r: policy::PreFilterResult) -> wv::PreFilterResult {
     wv::PreFilterResult {

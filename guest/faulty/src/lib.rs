@@ -4,8 +4,8 @@
 //! a bare JSON string or as `{"fault": "loop", "guestCallTimeout": "50ms", "guestMemoryLimitMiB":
 //! 16}` (the host fields, returned in the settings, so a test can run the host's limits from the
 //! arguments as in production); the fault fires in `pre-filter` for pods whose key starts with
-//! `fault/`, and every other pod is skipped, so a test can show that the host discards the broken
-//! instance and keeps serving.
+//! `fault/` (and in `status` while the view has such a pod), and every other pod is skipped, so a
+//! test can show that the host discards the broken instance and keeps serving.
 #![cfg_attr(target_arch = "wasm32", no_std)]
 
 #[cfg(target_arch = "wasm32")]
@@ -26,6 +26,7 @@ mod faulty {
     }
     use bindings::cdplace::policy::errors::PolicyError;
     use bindings::cdplace::policy::facts::Delta;
+    use bindings::cdplace::policy::fleet::FleetStatus;
     use bindings::cdplace::policy::verdicts::{Code, PreFilterResult, Preemption, Verdict};
     use bindings::{OverlayOp, Settings};
 
@@ -102,23 +103,8 @@ mod faulty {
 
         fn pre_filter(pod: u32, _: Vec<OverlayOp>, _: i64) -> PreFilterResult {
             let victim = STRINGS.0.borrow().get(pod as usize).is_some_and(|k| k.starts_with("fault/"));
-            let fault = if victim { FAULT.load(Ordering::Relaxed) } else { 0 };
-            match fault {
-                1 => panic!("injected trap"),
-                2 => {
-                    let mut x: u64 = 0;
-                    loop {
-                        x = core::hint::black_box(x.wrapping_add(1));
-                    }
-                }
-                3 => {
-                    let mut hoard: Vec<Vec<u8>> = Vec::new();
-                    loop {
-                        hoard.push(alloc::vec![1u8; 1 << 20]);
-                        core::hint::black_box(&hoard);
-                    }
-                }
-                _ => {}
+            if victim {
+                fire();
             }
             skipped()
         }
@@ -129,6 +115,37 @@ mod faulty {
 
         fn preempt(_: u32, _: i64) -> Preemption {
             Preemption { domain: None, plan: None, reason: String::from("the faulty component never preempts") }
+        }
+
+        /// The fault fires when the view has a pod in namespace `fault`; else an empty fleet (the
+        /// faulty component keeps no view).
+        fn status(_: i64) -> FleetStatus {
+            if STRINGS.0.borrow().iter().any(|k| k.starts_with("fault/")) {
+                fire();
+            }
+            FleetStatus { cliques: Vec::new(), domains: Vec::new(), largest_placeable: 0, reserved_trays: 0 }
+        }
+    }
+
+    /// Misbehaves as configured: traps, loops forever or allocates until stopped; returns when
+    /// no fault is configured.
+    fn fire() {
+        match FAULT.load(Ordering::Relaxed) {
+            1 => panic!("injected trap"),
+            2 => {
+                let mut x: u64 = 0;
+                loop {
+                    x = core::hint::black_box(x.wrapping_add(1));
+                }
+            }
+            3 => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hoard.push(alloc::vec![1u8; 1 << 20]);
+                    core::hint::black_box(&hoard);
+                }
+            }
+            _ => {}
         }
     }
 

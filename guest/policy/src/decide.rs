@@ -11,6 +11,7 @@ use crate::facts::{OverlayOp, Placement, PodFact, StrId};
 use crate::member::Member;
 use crate::nodes::Clique;
 use crate::size::{SizeSource, owner_display};
+use crate::status::{Pending, PendingReason};
 use crate::verdict::{CliqueVerdict, Code, NodeVerdict, PreFilterResult, Verdict};
 use crate::view::View;
 
@@ -73,11 +74,19 @@ struct Decision {
     cliques: Vec<CliqueVerdict>,
     other: Verdict,
     nodes: Vec<NodeVerdict>,
+    /// For a pod of a domain that has not started: why it waits, or `Placeable` (the fleet
+    /// status reads it; PreFilter does not).
+    pending: Option<Pending>,
 }
 
 impl Decision {
     fn status(status: Verdict) -> Self {
-        Decision { status, exclusive: false, cliques: Vec::new(), other: status, nodes: Vec::new() }
+        Decision { status, exclusive: false, cliques: Vec::new(), other: status, nodes: Vec::new(), pending: None }
+    }
+
+    /// A rejection of a domain that has not started, with why in structured form.
+    fn waiting(status: Verdict, pending: Pending) -> Self {
+        Decision { pending: Some(pending), ..Decision::status(status) }
     }
 }
 
@@ -157,6 +166,17 @@ impl View {
         }
     }
 
+    /// Why the pod `key` of a domain that has not started waits (or `Placeable`), with the
+    /// text of its verdict; None for a pod of a started domain or no ComputeDomain pod. A pure
+    /// function of the view at `self.now_ms`, as PreFilter without an overlay decides it.
+    pub(crate) fn pending_of(&self, key: StrId) -> Option<(Pending, String)> {
+        let mut r = Reasons::new();
+        let (d, _) = self.decide(key, None, &mut r);
+        let why = d.pending?;
+        let text = r.texts.get(why.verdict.reason as usize).cloned().unwrap_or_default();
+        Some((why, text))
+    }
+
     fn decide(&self, key: StrId, own_nomination: Option<StrId>, r: &mut Reasons) -> (Decision, Option<StrId>) {
         let Some(pod) = self.pods.get(&key) else {
             let text = format!("pod {} is not in the policy's view (the host must send it first)", self.str(key));
@@ -191,7 +211,8 @@ impl View {
                 "ComputeDomain with UID {} (named by {via}) does not exist; the pod waits until it does",
                 self.str(m.domain)
             );
-            return Decision::status(r.verdict(Code::UnschedulableAndUnresolvable, text));
+            let v = r.verdict(Code::UnschedulableAndUnresolvable, text);
+            return Decision::waiting(v, Pending::new(PendingReason::NoComputeDomain, v));
         };
         let cd = self.domain_name(m.domain);
         if df.namespace != namespace {
@@ -200,7 +221,8 @@ impl View {
                 self.str(namespace),
                 self.str(df.namespace)
             );
-            return Decision::status(r.verdict(Code::UnschedulableAndUnresolvable, text));
+            let v = r.verdict(Code::UnschedulableAndUnresolvable, text);
+            return Decision::waiting(v, Pending::new(PendingReason::Unresolvable, v));
         }
 
         let mut ask = Ask { domain: m.domain, tray_size: None, prefer_gpus: None };
@@ -209,7 +231,8 @@ impl View {
                 WholeTray::Require => {
                     let g = gpu_use.count;
                     if !self.tray_sizes.contains_key(&g) {
-                        return Decision::status(self.stranding(g, r));
+                        let v = self.stranding(g, r);
+                        return Decision::waiting(v, Pending::new(PendingReason::Unresolvable, v));
                     }
                     ask.tray_size = Some(g);
                 }
@@ -245,7 +268,13 @@ impl View {
                         self.str(home)
                     )
                 };
-                return Decision::status(r.verdict(Code::Unschedulable, text));
+                let v = r.verdict(Code::Unschedulable, text);
+                if placed == 0 {
+                    let mut why = Pending::new(PendingReason::VictimsLeaving, v);
+                    (why.needed, why.best) = (remaining, Some(home));
+                    return Decision::waiting(v, why);
+                }
+                return Decision::status(v);
             }
             let other = r.verdict(
                 Code::UnschedulableAndUnresolvable,
@@ -264,7 +293,13 @@ impl View {
                 }],
                 other,
                 nodes: Vec::new(),
+                pending: None,
             };
+            if placed == 0 {
+                let mut why = Pending::new(PendingReason::Placeable, Verdict::SUCCESS);
+                (why.needed, why.offer, why.best) = (remaining, available, Some(home));
+                d.pending = Some(why);
+            }
             if let Some(c) = clique {
                 self.node_overrides(c, ask, &cd, r, &mut d.nodes);
             }
@@ -281,7 +316,8 @@ impl View {
                 "ComputeDomain {cd} is waiting for {} (the pods' {role}) to tell the domain's size",
                 owner_display(key)
             );
-            return Decision::status(r.verdict(Code::Unschedulable, text));
+            let v = r.verdict(Code::Unschedulable, text);
+            return Decision::waiting(v, Pending::new(PendingReason::SizeUnknown, v));
         }
         if size.source == SizeSource::PodsSeen
             && let Some(at) = self.settles_at_ms(m.domain)
@@ -291,7 +327,8 @@ impl View {
                 "ComputeDomain {cd} has no declared size (no annotation, PodGroup, known owner or spec.numNodes): waiting {}s for its pods to stop arriving ({} seen so far)",
                 self.args.size_settle_seconds, agg.pods
             );
-            return Decision::status(r.verdict(Code::Unschedulable, text));
+            let v = r.verdict(Code::Unschedulable, text);
+            return Decision::waiting(v, Pending::new(PendingReason::Settling, v));
         }
         let mut fits: Vec<(u32, StrId)> = Vec::new();
         let mut best: Option<(u32, StrId)> = None;
@@ -353,6 +390,25 @@ impl View {
             }
             let largest = self.cliques.values().map(|c| c.usable).max().unwrap_or(0);
             let sized = self.size_text(m.domain, &size);
+            let own = reservations.iter().find(|x| x.domain == m.domain).map(|x| x.clique);
+            let mut why = Pending::new(PendingReason::WaitingForTrays, Verdict::SUCCESS);
+            why.needed = remaining;
+            why.reserved = own;
+            (why.offer, why.best) = match best {
+                Some((cap, id)) => (cap, Some(id)),
+                None => (0, None),
+            };
+            why.reason = if !could_ever_fit {
+                why.offer = largest;
+                PendingReason::NoCliqueFits
+            } else if own.is_some() {
+                PendingReason::HoldsReservation
+            } else if !held_for.is_empty() {
+                PendingReason::ReservedElsewhere
+            } else {
+                PendingReason::WaitingForTrays
+            };
+            why.elsewhere = held_for.len() as u32;
             let verdict = if !could_ever_fit {
                 r.verdict(
                     Code::UnschedulableAndUnresolvable,
@@ -370,7 +426,8 @@ impl View {
                     ),
                 )
             };
-            return Decision::status(verdict);
+            why.verdict = verdict;
+            return Decision::waiting(verdict, why);
         }
         let no_clique = r.verdict(
             Code::UnschedulableAndUnresolvable,
@@ -390,7 +447,11 @@ impl View {
             cliques: Vec::with_capacity(self.cliques.len()),
             other: no_clique,
             nodes: Vec::new(),
+            pending: None,
         };
+        let mut why = Pending::new(PendingReason::Placeable, Verdict::SUCCESS);
+        (why.needed, why.offer, why.best) = (remaining, fits[0].0 + remaining, Some(fits[0].1));
+        d.pending = Some(why);
         // Only the CANDIDATE_CLIQUES best-scoring fitting cliques (ties at the cut included) are
         // offered: the host turns them into the PreFilterResult, so Filter never sees the other
         // cliques' nodes, and their per-node verdicts are not worth making or sending.
@@ -453,7 +514,7 @@ impl View {
     /// A ComputeDomain other than `domain` in clique `c`: one with a pod (placed or nominated)
     /// or the driver's node label on a tray there. A domain still starting there has its placed
     /// pods there, so it counts too.
-    fn other_domain_in(&self, c: &Clique, domain: StrId) -> Option<StrId> {
+    pub(crate) fn other_domain_in(&self, c: &Clique, domain: StrId) -> Option<StrId> {
         c.busy.values().flat_map(|s| s.holders.iter()).find(|&&h| h != domain).copied()
     }
 

@@ -30,7 +30,8 @@
 //! Modules: [`args`] (plugin arguments), [`facts`] (input), [`view`] (incremental aggregates),
 //! `nodes` (per-node summaries, per-clique aggregates), `member` (ComputeDomain membership),
 //! [`size`] (a domain's size and its source), `decide` (PreFilter), [`preempt`] (PostFilter),
-//! `reserve` (head-of-queue reservations), `steer` (plain pods), [`verdict`] (output), [`error`].
+//! `reserve` (head-of-queue reservations), `steer` (plain pods), [`status`] (the fleet for
+//! metrics and Events), [`verdict`] (output), [`error`].
 #![no_std]
 
 extern crate alloc;
@@ -44,6 +45,7 @@ mod nodes;
 pub mod preempt;
 mod reserve;
 pub mod size;
+pub mod status;
 mod steer;
 #[cfg(test)]
 mod testutil;
@@ -57,6 +59,7 @@ pub use facts::*;
 pub use preempt::{Plan, Preemption};
 pub use reserve::SIZE_CLASSES;
 pub use size::{DomainSize, SizeSource};
+pub use status::{CliqueStatus, DomainPhase, DomainStatus, FleetStatus, PendingReason};
 pub use steer::{SCORE_BROKEN_MIN, SCORE_BROKEN_SPAN, SCORE_INTACT, SCORE_NO_CLIQUE, SCORE_RESERVED};
 pub use verdict::*;
 pub use view::View;

@@ -103,7 +103,7 @@ impl View {
     }
 
     /// Trays of clique `c` a new domain could take (any size).
-    fn free_trays(&self, c: &Clique) -> u32 {
+    pub(crate) fn free_trays(&self, c: &Clique) -> u32 {
         match self.args.imex_mode {
             ImexMode::DriverManaged => c.free.values().sum(),
             ImexMode::HostManaged => c.idle.values().sum(),

@@ -1,5 +1,5 @@
 /*
- * cdplace.h — C ABI of the cdplace host (libcdplace_host.a), version 3.
+ * cdplace.h — C ABI of the cdplace host (libcdplace_host.a), version 4.
  *
  * Runs the cdplace placement policy, a WebAssembly component, inside wasmtime on behalf of
  * kube-scheduler. Conventions (as in wasmtime's C API):
@@ -248,6 +248,28 @@ cdplace_error_t *cdplace_cluster_steer(const cdplace_cluster_t *c, uint8_t gpus,
  */
 cdplace_error_t *cdplace_cluster_preempt(const cdplace_cluster_t *c, const char *ns, size_t ns_len,
                                          const char *name, size_t name_len, cdplace_bytes_t *out);
+
+/**
+ * The fleet status, for metrics and Events on ComputeDomains (version 4). Writes JSON to *out
+ * (free with cdplace_bytes_delete):
+ *   {"cliques": [{"clique": S (label value), "usable": N, "free": N (trays a new domain could
+ *                 take now), "promised": N (free trays promised to starting domains),
+ *                 "reservedFor": S|null (UID a head-of-queue reservation holds it for)}, ...],
+ *    "domains": [{"uid": S, "namespace": S, "name": S ("" when the object does not exist),
+ *                 "phase": "idle"|"pending"|"starting"|"running",
+ *                 "pending": null | "no_compute_domain"|"size_unknown"|"settling"|
+ *                            "no_clique_fits"|"waiting_for_trays"|"reserved_elsewhere"|
+ *                            "holds_reservation"|"victims_leaving"|"placeable"|"unresolvable",
+ *                 "size": N, "placed": N, "needed": N, "clique": S|null (started: its clique;
+ *                 pending: the best one), "offer": N (pending: trays the best clique offers),
+ *                 "note": S (what to say on the ComputeDomain, "" for nothing; no clock in it)}, ...],
+ *    "largestPlaceable": N (trays a domain not started could take in one clique now),
+ *    "reservedTrays": N (the sizes of the domains head-of-queue reservations are for)}
+ * It decides once per pending domain: call it at most about once a second, never per pod.
+ * Errors: CDPLACE_ERROR_TRAP, _TIMEOUT, _OUT_OF_MEMORY (the instance is discarded).
+ * Thread-safe: concurrent calls run on separate guest instances.
+ */
+cdplace_error_t *cdplace_cluster_status(const cdplace_cluster_t *c, cdplace_bytes_t *out);
 
 #ifdef __cplusplus
 }

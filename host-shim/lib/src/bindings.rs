@@ -6,4 +6,5 @@ wasmtime::component::bindgen!({
 });
 
 pub use cdplace::policy::facts as wfacts;
+pub use cdplace::policy::fleet as wfleet;
 pub use cdplace::policy::verdicts as wverdicts;

@@ -12,6 +12,7 @@ use crate::decision::{self, Decision};
 use crate::evaluator::Backend;
 use crate::extract::{self, Kind};
 use crate::facts::{self, Record};
+use crate::fleet::{self, Fleet};
 use crate::overlay::Overlay;
 use crate::pool::Pool;
 use crate::preemption::{self, Preemption};
@@ -116,6 +117,13 @@ impl Cluster {
     /// error and the instance is discarded, as for PreFilter. Nothing in the view changes.
     pub fn preempt(&self, namespace: &str, name: &str) -> Result<Preemption> {
         self.pool.preempt(namespace, name, preemption::resolve)
+    }
+
+    /// The fleet status: cliques' trays, the largest domain that could start now, reserved
+    /// trays, each ComputeDomain's phase and why a pending one waits (metrics and Events). It
+    /// decides once per pending domain: ask at most about once a second. Errors as for PreFilter.
+    pub fn status(&self) -> Result<Fleet> {
+        self.pool.status(fleet::resolve)
     }
 
     /// Every node with its clique label value, sorted by name.

@@ -3,7 +3,7 @@
 use cdplace_policy as p;
 
 use crate::Error;
-use crate::bindings::{OverlayOp, PolicyError, wfacts as f, wverdicts as v};
+use crate::bindings::{OverlayOp, PolicyError, wfacts as f, wfleet as l, wverdicts as v};
 
 pub(crate) fn policy_error(e: PolicyError) -> Error {
     match e {
@@ -114,6 +114,57 @@ pub(crate) fn preemption(r: v::Preemption) -> p::Preemption {
             trays: x.trays,
         }),
         reason: r.reason,
+    }
+}
+
+pub(crate) fn fleet(s: l::FleetStatus) -> p::FleetStatus {
+    p::FleetStatus {
+        cliques: s
+            .cliques
+            .into_iter()
+            .map(|c| p::CliqueStatus {
+                clique: c.clique,
+                usable: c.usable,
+                free: c.free,
+                promised: c.promised,
+                reserved_for: c.reserved_for,
+            })
+            .collect(),
+        domains: s
+            .domains
+            .into_iter()
+            .map(|d| p::DomainStatus {
+                uid: d.uid,
+                namespace: d.namespace,
+                name: d.name,
+                phase: match d.phase {
+                    l::DomainPhase::Idle => p::DomainPhase::Idle,
+                    l::DomainPhase::Pending => p::DomainPhase::Pending,
+                    l::DomainPhase::Starting => p::DomainPhase::Starting,
+                    l::DomainPhase::Running => p::DomainPhase::Running,
+                },
+                pending: d.pending.map(|r| match r {
+                    l::PendingReason::NoComputeDomain => p::PendingReason::NoComputeDomain,
+                    l::PendingReason::SizeUnknown => p::PendingReason::SizeUnknown,
+                    l::PendingReason::Settling => p::PendingReason::Settling,
+                    l::PendingReason::NoCliqueFits => p::PendingReason::NoCliqueFits,
+                    l::PendingReason::WaitingForTrays => p::PendingReason::WaitingForTrays,
+                    l::PendingReason::ReservedElsewhere => p::PendingReason::ReservedElsewhere,
+                    l::PendingReason::HoldsReservation => p::PendingReason::HoldsReservation,
+                    l::PendingReason::VictimsLeaving => p::PendingReason::VictimsLeaving,
+                    l::PendingReason::Placeable => p::PendingReason::Placeable,
+                    l::PendingReason::Unresolvable => p::PendingReason::Unresolvable,
+                }),
+                size: d.size,
+                placed: d.placed,
+                needed: d.needed,
+                clique: d.clique,
+                offer: d.offer,
+                note: d.note,
+            })
+            .collect(),
+        largest_placeable: s.largest_placeable,
+        reserved_trays: s.reserved_trays,
     }
 }
 

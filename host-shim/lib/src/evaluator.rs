@@ -1,5 +1,5 @@
 //! The policy backend as a trait: an [`Evaluator`] is one policy instance (configure, apply
-//! deltas, PreFilter, gang preemption), a [`Backend`] makes them for a cluster under its [`Limits`]. The
+//! deltas, PreFilter, gang preemption, the fleet status), a [`Backend`] makes them for a cluster under its [`Limits`]. The
 //! production backend is the WebAssembly component ([`Runtime`] making [`GuestInstance`]s); the
 //! test kit implements the same traits with the policy compiled natively, to compare the two.
 //!
@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use cdplace_policy::{OverlayOp, PreFilterResult, Preemption, StrId};
+use cdplace_policy::{FleetStatus, OverlayOp, PreFilterResult, Preemption, StrId};
 
 use crate::Result;
 use crate::runtime::{GuestInstance, Limits, Runtime};
@@ -41,6 +41,8 @@ pub trait Evaluator: Send + std::fmt::Debug {
     /// Gang preemption for the pod with this key at the host's time `now_ms`: the victims, or
     /// why none help. Changes nothing in the view.
     fn preempt(&mut self, pod: StrId, now_ms: i64) -> Result<Preemption>;
+    /// The fleet status (metrics, ComputeDomain Events) at the host's time. Changes nothing.
+    fn status(&mut self, now_ms: i64) -> Result<FleetStatus>;
 }
 
 /// Makes the evaluators of a cluster.
@@ -68,6 +70,10 @@ impl Evaluator for GuestInstance {
 
     fn preempt(&mut self, pod: StrId, now_ms: i64) -> Result<Preemption> {
         GuestInstance::preempt(self, pod, now_ms)
+    }
+
+    fn status(&mut self, now_ms: i64) -> Result<FleetStatus> {
+        GuestInstance::status(self, now_ms)
     }
 }
 

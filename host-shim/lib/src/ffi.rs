@@ -382,6 +382,26 @@ pub unsafe extern "C" fn cdplace_cluster_preempt(
     })
 }
 
+/// The fleet status as JSON in `out` (free with `cdplace_bytes_delete`); layout in the header.
+/// Errors: a guest trap, timeout or memory exhaustion (the instance is discarded).
+///
+/// # Safety
+/// `c` must be a live cluster; `out` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cdplace_cluster_status(
+    c: *const cdplace_cluster_t,
+    out: *mut cdplace_bytes_t,
+) -> *mut cdplace_error_t {
+    guard(|| {
+        // SAFETY: per the contract above.
+        let c = unsafe { cluster(c)? };
+        if out.is_null() {
+            return Err(bad_call("out is NULL"));
+        }
+        give(out, c.status()?.to_json().into_bytes())
+    })
+}
+
 /// PreFilter for the pod `ns/name`, as if the packed overlay (layout in the header; zero bytes
 /// for none) were applied. Writes the packed decision `CDP3` to `out` (free with
 /// `cdplace_bytes_delete`). A guest trap, timeout or memory exhaustion is an error

@@ -8,7 +8,7 @@
 //! Modules: [`runtime`] (engine, limits, guest instances), [`evaluator`] (the policy backend
 //! as a trait, the WIT fact types), [`cluster`] (the view's API),
 //! `state` (per-object facts and the deltas they emit), `interner`, `pool` (instances and the
-//! journal), [`decision`] (decisions, the node set, `CDP3`), [`preemption`] (gang preemption's victims), [`extract`] (Kubernetes objects to
+//! journal), [`decision`] (decisions, the node set, `CDP3`), [`preemption`] (gang preemption's victims), [`fleet`] (the fleet status), [`extract`] (Kubernetes objects to
 //! facts), [`facts`] (the packed batch `CDF1`), [`overlay`], [`settings`], `wire` (packed
 //! primitives), `bindings` and `convert` (the WIT types), [`ffi`] (the only module with
 //! `unsafe`), [`error`].
@@ -22,6 +22,7 @@ pub mod evaluator;
 pub mod extract;
 pub mod facts;
 pub mod ffi;
+pub mod fleet;
 mod interner;
 pub mod overlay;
 mod pool;
@@ -38,6 +39,7 @@ pub use error::{Error, Result};
 pub use evaluator::{Backend, Evaluator};
 pub use extract::{Kind, Object};
 pub use facts::Record;
+pub use fleet::Fleet;
 pub use overlay::Overlay;
 pub use preemption::Preemption;
 pub use runtime::{GuestInstance, Limits, Runtime};

@@ -318,6 +318,15 @@ impl Pool {
     }
 }
 
+impl Pool {
+    /// The fleet status, turned into `T` with the state it was computed against (as
+    /// [`Pool::pre_filter`]). It journals nothing.
+    pub fn status<T>(&self, convert: impl Fn(&State, &cdplace_policy::FleetStatus) -> T) -> Result<T> {
+        let what = || String::from("fleet status");
+        self.decide(what, convert, |_| Ok(move |e: &mut dyn Evaluator| e.status(now_ms())))
+    }
+}
+
 /// The host's clock for the policy (Unix milliseconds).
 fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)

@@ -246,6 +246,15 @@ impl GuestInstance {
         }
     }
 
+    /// The fleet status at the host's time `now_ms` (Unix milliseconds).
+    pub fn status(&mut self, now_ms: i64) -> Result<cdplace_policy::FleetStatus> {
+        self.arm();
+        match self.policy.call_status(&mut self.store, now_ms) {
+            Ok(s) => Ok(convert::fleet(s)),
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+
     /// Runs gang preemption for a pod at the host's time `now_ms` (Unix milliseconds).
     pub fn preempt(&mut self, pod: cdplace_policy::StrId, now_ms: i64) -> Result<cdplace_policy::Preemption> {
         self.arm();

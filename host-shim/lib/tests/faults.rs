@@ -33,6 +33,19 @@ fn a_trapping_guest_gives_an_error_and_the_host_keeps_serving() {
 }
 
 #[test]
+fn a_trapping_status_call_gives_an_error_and_the_host_keeps_serving() {
+    let c = faulty_cluster(r#""trap""#);
+    let e = c.status().unwrap_err();
+    assert!(matches!(e, Error::Trap { .. }), "{e:?}");
+    assert_eq!(c.pre_filter("ok", "p", &[]).unwrap().status.code, Code::Skip);
+    // Without a pod in namespace fault, the faulty component answers with an empty fleet.
+    let quiet = Cluster::new(faulty_runtime(), r#""trap""#).expect("cluster");
+    assert!(quiet.apply(&pod("ok", "p", None, 0)).unwrap());
+    let fleet = quiet.status().expect("status");
+    assert!(fleet.cliques.is_empty() && fleet.domains.is_empty(), "{fleet:?}");
+}
+
+#[test]
 fn a_looping_guest_is_interrupted_at_its_deadline() {
     let c = faulty_cluster(r#"{"fault": "loop", "guestCallTimeout": "50ms"}"#);
     assert_eq!(c.limits(), Limits { deadline: Duration::from_millis(50), ..Limits::default() });

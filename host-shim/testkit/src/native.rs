@@ -58,6 +58,10 @@ impl Evaluator for NativeEvaluator {
     fn preempt(&mut self, pod: p::StrId, now_ms: i64) -> Result<p::Preemption> {
         Ok(self.0.preempt(pod, now_ms))
     }
+
+    fn status(&mut self, now_ms: i64) -> Result<p::FleetStatus> {
+        Ok(self.0.status(now_ms))
+    }
 }
 
 fn demand(g: &wit::GpuDemand) -> p::GpuDemand {

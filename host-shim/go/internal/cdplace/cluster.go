@@ -232,3 +232,79 @@ func (c *Cluster) Preempt(namespace, name string) (*Preemption, error) {
 	}
 	return &pr, nil
 }
+
+// FleetClique is one clique of the fleet status.
+type FleetClique struct {
+	// Clique is the clique label value.
+	Clique string `json:"clique"`
+	// Usable trays may take ComputeDomain pods (not cordoned).
+	Usable uint32 `json:"usable"`
+	// Free trays a new domain could take now.
+	Free uint32 `json:"free"`
+	// Promised free trays are kept for domains that started there and still place pods.
+	Promised uint32 `json:"promised"`
+	// ReservedFor is the UID of the domain a head-of-queue reservation holds it for, "" for none.
+	ReservedFor string `json:"reservedFor"`
+}
+
+// The phases of a ComputeDomain in the fleet status.
+const (
+	PhaseIdle     = "idle"
+	PhasePending  = "pending"
+	PhaseStarting = "starting"
+	PhaseRunning  = "running"
+)
+
+// PendingReasons are the reasons a pending domain waits, as the header lists them.
+var PendingReasons = []string{
+	"no_compute_domain", "size_unknown", "settling", "no_clique_fits", "waiting_for_trays",
+	"reserved_elsewhere", "holds_reservation", "victims_leaving", "placeable", "unresolvable",
+}
+
+// FleetDomain is one ComputeDomain of the fleet status.
+type FleetDomain struct {
+	UID string `json:"uid"`
+	// Namespace and Name are "" when the ComputeDomain object does not exist.
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Phase is one of the Phase constants.
+	Phase string `json:"phase"`
+	// Pending is why a pending domain waits (one of PendingReasons), "" otherwise.
+	Pending string `json:"pending"`
+	Size    uint32 `json:"size"`
+	Placed  uint32 `json:"placed"`
+	Needed  uint32 `json:"needed"`
+	// Clique is a started domain's clique, or the best clique for a pending one.
+	Clique string `json:"clique"`
+	// Offer is the trays the best clique offers a pending domain now.
+	Offer uint32 `json:"offer"`
+	// Note is what to say on the ComputeDomain (an Event), "" for nothing; it has no clock in it.
+	Note string `json:"note"`
+}
+
+// Fleet is the fleet status: facts of the policy's view for metrics and Events.
+type Fleet struct {
+	Cliques []FleetClique `json:"cliques"`
+	Domains []FleetDomain `json:"domains"`
+	// LargestPlaceable is the most trays a domain not started could take in one clique now.
+	LargestPlaceable uint32 `json:"largestPlaceable"`
+	// ReservedTrays is the trays head-of-queue reservations wait for.
+	ReservedTrays uint32 `json:"reservedTrays"`
+}
+
+// Status asks the policy for the fleet status. It decides once per pending domain: call it at
+// most about once a second, never per pod.
+func (c *Cluster) Status() (*Fleet, error) {
+	var out C.cdplace_bytes_t
+	c.cross()
+	err := take(C.cdplace_cluster_status(c.ptr, &out))
+	runtime.KeepAlive(c)
+	if err != nil {
+		return nil, err
+	}
+	var f Fleet
+	if err := json.Unmarshal(takeBytes(&out), &f); err != nil {
+		return nil, fmt.Errorf("cdplace: decoding the fleet status: %w", err)
+	}
+	return &f, nil
+}

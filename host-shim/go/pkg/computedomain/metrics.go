@@ -21,13 +21,14 @@ const (
 	callSteer     = "steer"
 	callPreempt   = "preempt"
 	callApply     = "apply_facts"
+	callStatus    = "status"
 )
 
 var (
 	policyCallDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "policy_call_duration_seconds",
-		Help:           "Duration of one call into the cdplace policy component, by call (pre_filter, steer, preempt, apply_facts).",
+		Help:           "Duration of one call into the cdplace policy component, by call (pre_filter, steer, preempt, apply_facts, status).",
 		Buckets:        metrics.ExponentialBuckets(0.00005, 2, 16),
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"call"})
@@ -61,6 +62,44 @@ var (
 		Help:           "GPUs the pods evicted by gang preemption used.",
 		StabilityLevel: metrics.ALPHA,
 	})
+
+	// The fleet, from the policy's fleet status (fleet.go), refreshed at most once a second.
+	domainsPending = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "domains_pending",
+		Help:           "ComputeDomains that have not started, by why they wait (no_compute_domain, size_unknown, settling, no_clique_fits, waiting_for_trays, reserved_elsewhere, holds_reservation, victims_leaving, placeable, unresolvable).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"reason"})
+	domainsStarting = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "domains_starting",
+		Help:           "ComputeDomains started in a clique with not every pod placed yet.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	domainsRunning = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "domains_running",
+		Help:           "ComputeDomains with every pod of their size bound or reserved.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	cliqueFreeTrays = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "clique_free_trays",
+		Help:           "Trays of an NVLink clique (label value) a new ComputeDomain could take now: usable, no GPU in use, no domain holding them.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"clique"})
+	largestPlaceable = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "largest_placeable_domain_trays",
+		Help:           "The most trays a ComputeDomain that has not started could take in one clique now (after promises, reserveTraysPerClique, cliqueExclusive and reservations).",
+		StabilityLevel: metrics.ALPHA,
+	})
+	reservedTrays = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "reserved_trays",
+		Help:           "Trays head-of-queue clique reservations wait for (the sizes of the domains they are for).",
+		StabilityLevel: metrics.ALPHA,
+	})
 )
 
 var registerMetrics sync.Once
@@ -70,6 +109,7 @@ var registerMetrics sync.Once
 func RegisterMetrics() {
 	registerMetrics.Do(func() {
 		legacyregistry.MustRegister(policyCallDuration, policyCallErrors, decisionsTotal, gangPreemptions, gangPreemptionVictims, gangPreemptionGPUs)
+		legacyregistry.MustRegister(domainsPending, domainsStarting, domainsRunning, cliqueFreeTrays, largestPlaceable, reservedTrays)
 	})
 }
 

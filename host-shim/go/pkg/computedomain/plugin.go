@@ -8,6 +8,7 @@
 //   - plugin.go: the factory and the extension points.
 //   - decide.go: one policy decision per pod (reuse, preemption's overlay), statuses.
 //   - preempt.go: PostFilter, gang preemption (the policy's victims carried out).
+//   - fleet.go: the fleet status: the fleet gauges and the Events on ComputeDomains.
 //   - state.go: CycleState.
 //   - hints.go: EventsToRegister and the QueueingHints.
 //   - classify.go: which pods are ComputeDomain pods.
@@ -29,6 +30,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -69,6 +71,10 @@ type Plugin struct {
 	// preempted remembers recent gang preemptions by domain UID (preempt.go).
 	preemptedMu sync.Mutex
 	preempted   map[string]preemptedFor
+	// fleet: the last fleet status and what was said on each ComputeDomain (fleet.go).
+	fleet fleetState
+	// scheduling: PreFilter has run (this replica schedules; fleet.go says Events only then).
+	scheduling atomic.Bool
 	// domainEvents: the ComputeDomain API was served at start, so its events are registered
 	// (registering them otherwise would hold the scheduler's start on an informer that never
 	// syncs).
@@ -178,6 +184,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		p.crd.check()
 	}
 	p.domainEvents = p.crd.served
+	p.startFleet(ctx)
 	if !p.crd.served {
 		logger.Info("ComputeDomainPlacement: " + noCRDReason + "; ComputeDomain pods wait until it is, other pods are not affected")
 		if p.crd.client != nil {
@@ -201,6 +208,9 @@ func (p *Plugin) HasSynced() bool { return p.feed.synced() }
 // shared steering answer (steer.go), or Skip when it is not steered; an IMEX daemon pod (its
 // DaemonSet picks the node) gets Skip.
 func (p *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	if !p.scheduling.Load() {
+		p.scheduling.Store(true)
+	}
 	domain, cd := p.feed.isComputeDomainPod(pod)
 	if !cd {
 		if domain != "" {

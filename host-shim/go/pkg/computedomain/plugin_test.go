@@ -43,6 +43,8 @@ const (
 
 func TestMain(m *testing.M) {
 	metrics.Register()
+	// Tests refresh the fleet status themselves (refreshFleet), so its Events come when asked.
+	fleetInterval = 0
 	os.Exit(m.Run())
 }
 

@@ -10,6 +10,7 @@ import (
 	policy "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -122,7 +123,8 @@ func (p *Plugin) gangPreempt(ctx context.Context, pod *v1.Pod, domain string) (*
 
 // evict carries out a plan: every victim gets the DisruptionTarget condition and is deleted
 // (UID precondition: a pod recreated under the same name is not touched), with an Event naming
-// the preemptor; one more Event goes on the preemptor's ComputeDomain (else on the pod).
+// the preemptor; each ComputeDomain evicted whole gets Preempted, and one more Event goes on the
+// preemptor's ComputeDomain (else on the pod).
 func (p *Plugin) evict(ctx context.Context, preemptor *v1.Pod, pr *cdplace.Preemption) *fwk.Status {
 	logger := klog.FromContext(ctx)
 	cs := p.handle.ClientSet()
@@ -177,6 +179,12 @@ func (p *Plugin) evict(ctx context.Context, preemptor *v1.Pod, pr *cdplace.Preem
 		}
 		logger.V(2).Info("ComputeDomainPlacement: gang preemption evicted a pod", "preemptor", klog.KObj(preemptor), "victim", klog.KObj(victim), "clique", plan.Clique)
 	}
+	for _, uid := range plan.Domains {
+		if cd := p.victimDomain(ctx, uid); cd != nil {
+			note := fmt.Sprintf("ComputeDomain %s/%s preempted whole by gang preemption for pod %s/%s in %s", cd.GetNamespace(), cd.GetName(), preemptor.Namespace, preemptor.Name, where)
+			p.sayPreempted(cd, uid, note, preemptor)
+		}
+	}
 	summary := fmt.Sprintf("Gang preemption for pod %s/%s: %s; nominated to node %s", preemptor.Namespace, preemptor.Name, pr.Reason, plan.Node)
 	if rec := p.handle.EventRecorder(); rec != nil {
 		if cd := p.domainObject(ctx, preemptor.Namespace, pr.Domain); cd != nil {
@@ -204,6 +212,18 @@ func (p *Plugin) domainObject(ctx context.Context, namespace, uid string) runtim
 		if string(list.Items[i].GetUID()) == uid {
 			return &list.Items[i]
 		}
+	}
+	return nil
+}
+
+// victimDomain is a ComputeDomain evicted whole, for its Event: from the last fleet status, else
+// looked up by UID in every namespace (nil when it cannot be found).
+func (p *Plugin) victimDomain(ctx context.Context, uid string) *unstructured.Unstructured {
+	if ns, name, ok := p.knownDomain(uid); ok {
+		return domainObjectRef(ns, name, uid)
+	}
+	if cd, ok := p.domainObject(ctx, metav1.NamespaceAll, uid).(*unstructured.Unstructured); ok {
+		return cd
 	}
 	return nil
 }

@@ -93,7 +93,7 @@ func TestGangPreemptionEvictsTheLowestPriorityDomainWhole(t *testing.T) {
 	if len(deleted) != 3 || !deleted["low-0"] || !deleted["low-1"] || !deleted["low-2"] {
 		t.Fatalf("deleted %v, want exactly low-0..2", deleted)
 	}
-	var victimEvents, domainEvents int
+	var victimEvents, domainEvents, victimDomainEvents int
 	for len(e.events.Events) > 0 {
 		ev := <-e.events.Events
 		switch {
@@ -104,12 +104,14 @@ func TestGangPreemptionEvictsTheLowestPriorityDomainWhole(t *testing.T) {
 			}
 		case strings.Contains(ev, "GangPreemption") && strings.Contains(ev, "kind=ComputeDomain") && strings.Contains(ev, "nominated to node a-03"):
 			domainEvents++
+		case strings.HasPrefix(ev, "Normal Preempted Preempting ComputeDomain "+ns+"/low preempted whole by gang preemption for pod "+ns+"/high-0 in NVLink clique") && strings.Contains(ev, "kind=ComputeDomain"):
+			victimDomainEvents++
 		default:
 			t.Errorf("unexpected event %q", ev)
 		}
 	}
-	if victimEvents != 3 || domainEvents != 1 {
-		t.Fatalf("events: %d on victims, %d on the ComputeDomain", victimEvents, domainEvents)
+	if victimEvents != 3 || domainEvents != 1 || victimDomainEvents != 1 {
+		t.Fatalf("events: %d on victims, %d on the ComputeDomain, %d on the victim ComputeDomain", victimEvents, domainEvents, victimDomainEvents)
 	}
 	// Until the nomination reaches the view, the domain's other pods do not preempt again.
 	e.client.ClearActions()

@@ -291,6 +291,21 @@ static void policy_checks(cdplace_runtime_t *rt) {
   expect_kind(cdplace_cluster_preempt(c, "ns", 2, "ghost", 5, &pj), CDPLACE_ERROR_UNKNOWN_POD, "preempt ghost");
   expect_kind(cdplace_cluster_preempt(c, "ns", 2, "q0", 2, NULL), CDPLACE_ERROR_BAD_CALL, "preempt without out");
 
+  /* The fleet status: cd has started in clique 1 (one of two placed), cd2 waits for 2 trays. */
+  cdplace_bytes_t fj = {0};
+  expect_ok(cdplace_cluster_status(c, &fj), "status");
+  char *fjs = calloc(fj.len + 1, 1);
+  memcpy(fjs, fj.data, fj.len);
+  CHECK(strstr(fjs, "{\"clique\":\"abc-123.1\",\"usable\":2,\"free\":1,\"promised\":1,\"reservedFor\":null}") != NULL,
+        "status clique 1: %s", fjs);
+  CHECK(strstr(fjs, "\"uid\":\"uid-1\",\"namespace\":\"ns\",\"name\":\"cd\",\"phase\":\"starting\"") != NULL,
+        "status cd: %s", fjs);
+  CHECK(strstr(fjs, "\"uid\":\"uid-2\",\"namespace\":\"ns\",\"name\":\"cd2\",\"phase\":\"pending\",\"pending\":\"waiting_for_trays\"") != NULL,
+        "status cd2: %s", fjs);
+  free(fjs);
+  cdplace_bytes_delete(&fj);
+  expect_kind(cdplace_cluster_status(c, NULL), CDPLACE_ERROR_BAD_CALL, "status without out");
+
   /* As if p0 were preempted (packed overlay): clique 1 is free again. */
   batch_t o = {0};
   u32(&o, 1); u8(&o, 1); str(&o, "ns"); str(&o, "p0"); str(&o, "");
