@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
 
@@ -231,6 +232,41 @@ func (f *feed) invalidReasonLocked(domain string) (string, bool) {
 		}
 	}
 	return best, found
+}
+
+// invalidClaimOf is why a pod fails closed for a claim or template of its own whose version
+// failed to parse: which domain it names cannot be known then, so the pod is neither decided
+// nor let through as a plain pod. It also gives the domain the object named before it broke
+// ("" for none), whose revalidation wakes the pod.
+func (f *feed) invalidClaimOf(p *v1.Pod) (reason, domain string, invalid bool) {
+	if len(p.Spec.ResourceClaims) == 0 {
+		return "", "", false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.invalid) == 0 {
+		return "", "", false
+	}
+	claims := facts.PodClaims(p)
+	for i := range claims {
+		c := &claims[i]
+		keys := make([]objKey, 0, 2)
+		if name := claimName(c); name != "" {
+			keys = append(keys, objKey{kind: cdplace.KindResourceClaim, namespace: p.Namespace, name: name})
+		}
+		if c.Template != nil {
+			keys = append(keys, objKey{kind: cdplace.KindResourceClaimTemplate, namespace: p.Namespace, name: *c.Template})
+		}
+		for _, k := range keys {
+			if inv, ok := f.invalid[k]; ok {
+				if len(inv.domains) > 0 {
+					domain = inv.domains[0]
+				}
+				return inv.reason, domain, true
+			}
+		}
+	}
+	return "", "", false
 }
 
 // podDomainLocked is the ComputeDomain a tracked pod belongs to ("" for none).

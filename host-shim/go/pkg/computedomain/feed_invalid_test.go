@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	fwk "k8s.io/kube-scheduler/framework"
 )
@@ -96,5 +97,38 @@ func TestAnInvalidComputeDomainFailsItsPodsClosed(t *testing.T) {
 		t.Fatalf("want one InvalidFacts Event, got %q", evs)
 	}
 	e.apply(computeDomain("cd", "uid-cd", 2))
+	wantCode(t, "p0 after the fix", e.schedule(p0).preFilter, fwk.Success, "")
+}
+
+// A channel template whose update fails to parse: its pods cannot be classified, so they fail
+// closed with its reason (not let through as plain pods), and are woken when it is fixed.
+func TestAnInvalidTemplateFailsItsPodsClosed(t *testing.T) {
+	p0 := cdPod("cd", "p0")
+	e := newEnv(t, "", rack("a", 1, 2), []*unstructured.Unstructured{computeDomain("cd", "uid-cd", 2)}, channelTemplate("cd", "uid-cd"), p0)
+	var mu sync.Mutex
+	var woken []nsName
+	e.plugin.feed.mu.Lock()
+	e.plugin.feed.activate = func(k []nsName) { mu.Lock(); woken = append(woken, k...); mu.Unlock() }
+	e.plugin.feed.mu.Unlock()
+	e.apply()
+	wantCode(t, "p0 before", e.schedule(p0).preFilter, fwk.Success, "")
+	// Through the API, so that the scheduler's listers hold the invalid version too.
+	templates := e.client.ResourceV1().ResourceClaimTemplates(ns)
+	bad := channelTemplate("cd", "uid-cd")
+	bad.Spec.Spec.Devices.Config[0].Opaque.Parameters.Raw = []byte(`{"apiVersion":"resource.nvidia.com/v1beta1","kind":"ComputeDomainChannelConfig"}`)
+	if _, err := templates.Update(e.ctx, bad, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { _, _, invalid := e.plugin.feed.invalidClaimOf(p0); return invalid })
+	wantCode(t, "p0 of an invalid template", e.schedule(p0).preFilter, fwk.UnschedulableAndUnresolvable,
+		"ResourceClaimTemplate team-a/cd-channel: opaque config of driver compute-domain.nvidia.com has no domainID")
+	if evs := e.invalidEvents(); len(evs) != 1 {
+		t.Fatalf("want one InvalidFacts Event, got %q", evs)
+	}
+	if _, err := templates.Update(e.ctx, channelTemplate("cd", "uid-cd"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return slices.Contains(woken, nsName{ns, "p0"}) })
+	e.apply()
 	wantCode(t, "p0 after the fix", e.schedule(p0).preFilter, fwk.Success, "")
 }

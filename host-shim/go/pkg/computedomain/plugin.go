@@ -209,6 +209,16 @@ func (p *Plugin) HasSynced() bool { return p.feed.synced() }
 // shared steering answer (steer.go), or Skip when it is not steered; an IMEX daemon pod (its
 // DaemonSet picks the node) gets Skip.
 func (p *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	if reason, domain, invalid := p.feed.invalidClaimOf(pod); invalid {
+		// Its claim or template no longer parses: whether it is a ComputeDomain pod, and of
+		// which domain, cannot be known.
+		reason = "a claim of the pod fails closed: " + reason
+		klog.FromContext(ctx).V(5).Info("ComputeDomainPlacement rejected pod", "pod", klog.KObj(pod), "reason", reason)
+		if domain != "" {
+			p.wake.rejected(domain, pod)
+		}
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
+	}
 	domain, cd := p.feed.isComputeDomainPod(pod)
 	if !cd {
 		if domain != "" {
