@@ -142,7 +142,7 @@ cdplace_error_t *cdplace_cluster_settings(const cdplace_cluster_t *c, cdplace_by
  * gives CDPLACE_ERROR_BAD_CALL naming the byte offset and the record index, and nothing of it
  * is applied. Thread-safe (batches from several threads apply one after another).
  *
- *   batch  = "CDF1", u32 nrecords, nrecords x record
+ *   batch  = "CDF2", u32 nrecords, nrecords x record
  *   record = u8 op (1 upsert, 2 remove), u8 kind (cdplace_kind_t), body
  *   remove body: str namespace ("" for cluster-scoped kinds and for Owner),
  *                str name (for Owner: the owner key)
@@ -166,7 +166,9 @@ cdplace_error_t *cdplace_cluster_settings(const cdplace_cluster_t *c, cdplace_by
  *                   resource.nvidia.com/computeDomainTarget == Daemon, else DaemonConfig),
  *                   u32 gpuCount, u8 gpuAll
  *     ResourceSlice str name, ostr node (only for slices of the GPU driver),
- *                   u32 gpus (devices with attribute type absent or "gpu")
+ *                   u32 gpus (devices with attribute type absent or "gpu"),
+ *                   str pool (spec.pool.name, non-empty when node is set),
+ *                   i64 generation (spec.pool.generation: only a pool's newest generation counts)
  *     ComputeDomain str namespace, str name, str uid, ou32 sizeAnnotation, ou32 numNodes (when > 0)
  *     PodGroup      str namespace, str name, ou32 minCount (spec.schedulingPolicy.gang.minCount),
  *                   oi32 priority (spec.priority)

@@ -155,6 +155,11 @@ pub enum Object {
         /// The node of a node-local slice of the GPU driver.
         node: Option<String>,
         gpus: u32,
+        /// `spec.pool.name`: the slices of one pool are counted together.
+        pool: String,
+        /// `spec.pool.generation`: only the slices of a pool's newest generation count (a
+        /// driver republishing a pool bumps it; the older slices are stale until deleted).
+        generation: i64,
     },
     Domain {
         namespace: String,
@@ -274,18 +279,26 @@ pub fn extract(v: &Value, settings: &Settings) -> Result<Option<Object>> {
             let ours = s.spec.driver == settings.gpu_driver;
             let gpus = if ours {
                 s.spec.devices.as_ref().map_or(0, |d| {
-                    d.iter()
+                    let n = d
+                        .iter()
                         .filter(|d| {
                             let ty =
                                 d.attributes.as_ref().and_then(|a| a.get("type")).and_then(|a| a.string.as_deref());
                             ty.is_none_or(|t| t == "gpu")
                         })
-                        .count() as u32
+                        .count();
+                    // The API allows 128 devices a slice; saturate rather than wrap past u32.
+                    u32::try_from(n).unwrap_or(u32::MAX)
                 })
             } else {
                 0
             };
-            Object::Slice { name, node: s.spec.node_name.clone().filter(|_| ours), gpus }
+            let node = s.spec.node_name.clone().filter(|_| ours);
+            let pool = s.spec.pool.name.clone();
+            if node.is_some() && pool.is_empty() {
+                return Err(Error::InvalidObject(format!("{}: spec.pool.name is required", describe(v))));
+            }
+            Object::Slice { name, node, gpus, pool, generation: s.spec.pool.generation }
         }
         Kind::ComputeDomain => {
             let meta = v.get("metadata").cloned().unwrap_or(Value::Null);
@@ -396,7 +409,15 @@ fn pod(v: &Value, settings: &Settings) -> Result<Object> {
             .or_else(|| r.and_then(|r| r.limits.as_ref()).and_then(|m| m.get(&settings.gpu_resource_name)));
         q.and_then(|q| device_quantity(&q.0)).unwrap_or(0)
     };
-    let sum: u32 = spec.containers.iter().map(request).sum();
+    // Checked: a sum past u32 would wrap to a small count.
+    let sum = spec.containers.iter().map(request).try_fold(0u32, u32::checked_add).ok_or_else(|| {
+        Error::InvalidObject(format!(
+            "{}: spec.containers: the {} requests of the containers sum past {}",
+            describe(v),
+            settings.gpu_resource_name,
+            u32::MAX
+        ))
+    })?;
     let init = spec.init_containers.as_deref().unwrap_or_default().iter().map(request).max().unwrap_or(0);
     Ok(Object::Pod {
         namespace,

@@ -1,4 +1,4 @@
-//! The packed facts batch `CDF1`: what the Go adapter extracts from Kubernetes objects, sent to
+//! The packed facts batch `CDF2`: what the Go adapter extracts from Kubernetes objects, sent to
 //! [`crate::Cluster::apply_facts`] (`cdplace_cluster_apply_facts`) in one crossing. Each record is
 //! one [`Object`] (upsert) or a removal, one to one with `extract::Object`, so a batch applies
 //! through the same path as JSON objects. [`decode`] reads a whole batch before anything is
@@ -13,7 +13,7 @@
 //! ostr = u8 0 | u8 1, str
 //! ou32 = u8 0 | u8 1, u32
 //! oi32 = u8 0 | u8 1, i32
-//! batch  = "CDF1", u32 nrecords, nrecords x record
+//! batch  = "CDF2", u32 nrecords, nrecords x record
 //! record = u8 op (1 upsert, 2 remove), u8 kind (cdplace_kind_t), body
 //! remove body: str namespace ("" for cluster-scoped kinds and for Owner), str name (for Owner: the owner key)
 //! upsert bodies:
@@ -25,7 +25,8 @@
 //!   ResourceClaim (3) str namespace, str name, ostr domain, u8 daemon, u32 gpuCount, u8 gpuAll,
 //!                     ou32 allocatedGpus
 //!   ResourceClaimTemplate (4)  str namespace, str name, ostr domain, u8 daemon, u32 gpuCount, u8 gpuAll
-//!   ResourceSlice (5) str name, ostr node, u32 gpus
+//!   ResourceSlice (5) str name, ostr node, u32 gpus, str pool (non-empty when node is set),
+//!                     i64 generation
 //!   ComputeDomain (6) str namespace, str name, str uid, ou32 sizeAnnotation, ou32 numNodes
 //!   PodGroup (7)      str namespace, str name, ou32 minCount, oi32 priority
 //!   Owner (8)         str key, ou32 size (none: forget it), str source, oi32 priority
@@ -34,6 +35,10 @@
 //! Booleans are exactly 0 or 1; names (and namespaces of namespaced kinds, the ComputeDomain UID,
 //! the owner key) must not be empty; cluster-scoped kinds and owners have an empty namespace in
 //! a removal; no bytes may follow the last record.
+//!
+//! The magic is the layout's version: `CDF2` added the pool name and generation to the
+//! ResourceSlice record. A batch of another version (`CDF1`, from an adapter built against an
+//! older library) is refused whole (`magic: expected "CDF2", got "CDF1"`).
 
 use cdplace_policy::GpuDemand;
 
@@ -41,8 +46,8 @@ use crate::extract::{Kind, Object, PodClaim};
 use crate::wire::{Reader, WireError, WireResult, Writer};
 use crate::{Error, Result};
 
-/// The first four bytes of a batch.
-pub const MAGIC: &[u8; 4] = b"CDF1";
+/// The first four bytes of a batch: the layout's version.
+pub const MAGIC: &[u8; 4] = b"CDF2";
 
 const UPSERT: u8 = 1;
 const REMOVE: u8 = 2;
@@ -180,7 +185,15 @@ fn upsert(r: &mut Reader<'_>, kind: Kind) -> WireResult<Object> {
             daemon: r.bool("daemon")?,
             gpus: demand(r)?,
         },
-        Kind::ResourceSlice => Object::Slice { name: name(r, "name")?, node: r.ostr("node")?, gpus: r.u32("gpus")? },
+        Kind::ResourceSlice => {
+            let name = name(r, "name")?;
+            let node = r.ostr("node")?;
+            let gpus = r.u32("gpus")?;
+            let pool_at = r.offset();
+            let pool = r.str("pool")?;
+            nonempty(node.as_ref().map(|_| &pool), "pool", pool_at)?;
+            Object::Slice { name, node, gpus, pool, generation: r.i64("generation")? }
+        }
         Kind::ComputeDomain => Object::Domain {
             namespace: name(r, "namespace")?,
             name: name(r, "name")?,
@@ -285,10 +298,12 @@ fn put_object(b: &mut Vec<u8>, o: &Object) {
             b.put_u32(gpus.count);
             b.put_bool(gpus.all);
         }
-        Object::Slice { name, node, gpus } => {
+        Object::Slice { name, node, gpus, pool, generation } => {
             b.put_str(name);
             b.put_ostr(node.as_deref());
             b.put_u32(*gpus);
+            b.put_str(pool);
+            b.put_i64(*generation);
         }
         Object::Domain { namespace, name, uid, size_hint, num_nodes } => {
             b.put_str(namespace);

@@ -294,7 +294,7 @@ pub unsafe extern "C" fn cdplace_cluster_settings(
     })
 }
 
-/// Applies a packed facts batch (`CDF1`, layout in the header) in order. The batch is decoded
+/// Applies a packed facts batch (`CDF2`, layout in the header) in order. The batch is decoded
 /// whole first: a malformed one gives `CDPLACE_ERROR_BAD_CALL` naming the byte offset and the
 /// record index, and nothing of it is applied.
 ///

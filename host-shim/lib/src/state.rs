@@ -44,6 +44,15 @@ struct PodState {
     assumed: Option<String>,
 }
 
+/// A node-local ResourceSlice of the GPU driver.
+#[derive(Debug, Clone)]
+struct SliceState {
+    node: String,
+    pool: String,
+    generation: i64,
+    gpus: u32,
+}
+
 #[derive(Debug, Clone)]
 struct NodeState {
     clique_label: Option<String>,
@@ -58,9 +67,13 @@ pub(crate) struct State {
     pub interner: Interner,
     nodes: HashMap<String, NodeState>,
     nodes_by_clique: HashMap<String, BTreeSet<String>>,
-    /// Slice name to (node, GPUs).
-    slices: HashMap<String, (String, u32)>,
-    slice_gpus: HashMap<String, u32>,
+    /// Node-local slices of the GPU driver by name, and their names by node and by pool. A
+    /// node's slice GPUs are those of its slices of the newest generation of their pool (DRA
+    /// semantics: a driver republishing a pool bumps its generation, and the older slices are
+    /// stale until they are deleted), summed when asked for, so no running total can drift.
+    slices: HashMap<String, SliceState>,
+    slices_by_node: HashMap<String, BTreeSet<String>>,
+    slices_by_pool: HashMap<String, BTreeSet<String>>,
     pods: HashMap<Key, PodState>,
     owners: HashMap<String, OwnerFact>,
     claims: HashMap<Key, ClaimFact>,
@@ -84,7 +97,7 @@ impl State {
 
     fn node_fact(&mut self, name: &str) -> Option<NodeFact> {
         let n = self.nodes.get(name)?.clone();
-        let gpus = n.extended_gpus.max(self.slice_gpus.get(name).copied().unwrap_or(0));
+        let gpus = n.extended_gpus.max(self.slice_gpus(name));
         Some(NodeFact {
             name: self.interner.id(name),
             clique_label: n.clique_label.as_deref().map(|l| self.interner.id(l)),
@@ -92,6 +105,62 @@ impl State {
             gpus,
             domain_label: n.domain_label.as_deref().map(|l| self.interner.id(l)),
         })
+    }
+
+    /// The newest generation among a pool's slices.
+    fn newest_generation(&self, pool: &str) -> Option<i64> {
+        self.slices_by_pool.get(pool)?.iter().filter_map(|s| self.slices.get(s)).map(|s| s.generation).max()
+    }
+
+    /// The GPUs of a node's slices that count: each of the newest generation of its pool. The
+    /// sum saturates at u32::MAX (more GPUs than that is as good as unlimited to the policy)
+    /// rather than wrap.
+    fn slice_gpus(&self, node: &str) -> u32 {
+        let Some(names) = self.slices_by_node.get(node) else { return 0 };
+        names
+            .iter()
+            .filter_map(|s| self.slices.get(s))
+            .filter(|s| Some(s.generation) == self.newest_generation(&s.pool))
+            .fold(0u32, |total, s| total.saturating_add(s.gpus))
+    }
+
+    /// The nodes of a pool's slices.
+    fn pool_nodes(&self, pool: &str, into: &mut BTreeSet<String>) {
+        for s in self.slices_by_pool.get(pool).into_iter().flatten() {
+            if let Some(s) = self.slices.get(s) {
+                into.insert(s.node.clone());
+            }
+        }
+    }
+
+    /// Replaces (or with `new` None, removes) a slice, re-emitting the nodes whose count may
+    /// change: the slice's old and new node, and every node of a pool whose newest generation
+    /// moved (superseded by the new slice, or back to an older one when the newest went).
+    fn set_slice(&mut self, out: &mut Vec<wit::Delta>, name: String, new: Option<SliceState>) {
+        let mut pools: Vec<String> = Vec::with_capacity(2);
+        pools.extend(self.slices.get(&name).map(|s| s.pool.clone()));
+        pools.extend(new.as_ref().map(|s| s.pool.clone()).filter(|p| !pools.contains(p)));
+        let before: Vec<Option<i64>> = pools.iter().map(|p| self.newest_generation(p)).collect();
+        let mut nodes = BTreeSet::new();
+        if let Some(old) = self.slices.remove(&name) {
+            drop_name(&mut self.slices_by_node, &old.node, &name);
+            drop_name(&mut self.slices_by_pool, &old.pool, &name);
+            nodes.insert(old.node);
+        }
+        if let Some(s) = new {
+            self.slices_by_node.entry(s.node.clone()).or_default().insert(name.clone());
+            self.slices_by_pool.entry(s.pool.clone()).or_default().insert(name.clone());
+            nodes.insert(s.node.clone());
+            self.slices.insert(name, s);
+        }
+        for (pool, before) in pools.iter().zip(before) {
+            if self.newest_generation(pool) != before {
+                self.pool_nodes(pool, &mut nodes);
+            }
+        }
+        for n in nodes {
+            self.emit_node(out, &n);
+        }
     }
 
     fn emit_node(&mut self, out: &mut Vec<wit::Delta>, name: &str) {
@@ -210,20 +279,9 @@ impl State {
                 self.templates.insert((namespace, name), fact.clone());
                 self.emit(out, Delta::UpsertTemplate(fact));
             }
-            Object::Slice { name, node, gpus } => {
-                let old = self.slices.remove(&name);
-                if let Some((n, g)) = &old
-                    && let Some(total) = self.slice_gpus.get_mut(n)
-                {
-                    *total -= g;
-                }
-                if let Some(n) = &node {
-                    *self.slice_gpus.entry(n.clone()).or_default() += gpus;
-                    self.slices.insert(name, (n.clone(), gpus));
-                }
-                for n in old.map(|o| o.0).into_iter().chain(node) {
-                    self.emit_node(out, &n);
-                }
+            Object::Slice { name, node, gpus, pool, generation } => {
+                let new = node.map(|node| SliceState { node, pool, generation, gpus });
+                self.set_slice(out, name, new);
             }
             Object::Domain { namespace, name, uid, size_hint, num_nodes } => {
                 let k = (namespace, name);
@@ -289,7 +347,7 @@ impl State {
                     self.emit(out, Delta::RemoveTemplate(t.namespace, t.name));
                 }
             }
-            Kind::ResourceSlice => self.upsert(out, Object::Slice { name: name.to_string(), node: None, gpus: 0 }),
+            Kind::ResourceSlice => self.set_slice(out, name.to_string(), None),
             Kind::ComputeDomain => {
                 if let Some(d) = self.domains.remove(&k) {
                     self.emit(out, Delta::RemoveDomain(d.uid));
@@ -424,5 +482,97 @@ impl State {
             .chain(self.pods.values().map(|p| Delta::UpsertPod(p.fact.clone())));
         out.extend(facts.map(|d| convert::delta(&d)));
         out
+    }
+}
+
+/// Drops a name from an index entry, and the entry once empty.
+fn drop_name(index: &mut HashMap<String, BTreeSet<String>>, key: &str, name: &str) {
+    if let Some(set) = index.get_mut(key) {
+        set.remove(name);
+        if set.is_empty() {
+            index.remove(key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str) -> Record {
+        Record::Upsert(Object::Node {
+            name: name.into(),
+            clique_label: Some("c".into()),
+            domain_label: None,
+            unschedulable: false,
+            gpus: 0,
+        })
+    }
+
+    fn slice(name: &str, node: &str, pool: &str, generation: i64, gpus: u32) -> Record {
+        Record::Upsert(Object::Slice {
+            name: name.into(),
+            node: Some(node.into()),
+            gpus,
+            pool: pool.into(),
+            generation,
+        })
+    }
+
+    fn remove_slice(name: &str) -> Record {
+        Record::Remove { kind: Kind::ResourceSlice, namespace: String::new(), name: name.into() }
+    }
+
+    /// Applies the records and returns how many node facts the last one emitted.
+    fn apply(s: &mut State, records: impl IntoIterator<Item = Record>) -> usize {
+        let mut out = Vec::new();
+        for r in records {
+            out.clear();
+            s.apply(&mut out, r);
+        }
+        out.iter().filter(|d| matches!(d, wit::Delta::UpsertNode(_))).count()
+    }
+
+    fn gpus(s: &mut State, node: &str) -> u32 {
+        s.node_fact(node).expect("node in the view").gpus
+    }
+
+    #[test]
+    fn only_the_newest_generation_of_a_pool_counts() {
+        let mut s = State::default();
+        apply(&mut s, [node("a"), node("b"), slice("a-1", "a", "pool-a", 1, 4)]);
+        assert_eq!(gpus(&mut s, "a"), 4);
+        // The driver republishes the pool: the old slice is stale, not counted twice.
+        assert!(apply(&mut s, [slice("a-2", "a", "pool-a", 2, 4)]) >= 1);
+        assert_eq!(gpus(&mut s, "a"), 4, "generation 1 is superseded by 2");
+        // The old generation goes: nothing changes.
+        apply(&mut s, [remove_slice("a-1")]);
+        assert_eq!(gpus(&mut s, "a"), 4);
+        // A pool spanning nodes: the newer generation on node b supersedes a's slice, and a is
+        // re-emitted with it.
+        apply(&mut s, [slice("p-a", "a", "shared", 1, 2), slice("p-b", "b", "shared", 1, 2)]);
+        assert_eq!((gpus(&mut s, "a"), gpus(&mut s, "b")), (6, 2));
+        let emitted = apply(&mut s, [slice("p-b", "b", "shared", 2, 3)]);
+        assert_eq!((gpus(&mut s, "a"), gpus(&mut s, "b")), (4, 3), "p-a is of the superseded generation");
+        assert_eq!(emitted, 2, "both nodes of the pool are re-emitted");
+        // The newer slice deleted: the older generation is the newest again.
+        let emitted = apply(&mut s, [remove_slice("p-b")]);
+        assert_eq!((gpus(&mut s, "a"), gpus(&mut s, "b")), (6, 0));
+        assert_eq!(emitted, 2);
+        // A slice moving to an older generation of its pool while a newer one exists.
+        apply(&mut s, [slice("a-2", "a", "pool-a", 0, 4)]);
+        assert_eq!(gpus(&mut s, "a"), 6, "a-2 is the only slice of pool-a: its generation is the newest");
+    }
+
+    #[test]
+    fn slice_totals_saturate_instead_of_wrapping() {
+        let mut s = State::default();
+        apply(&mut s, [node("a"), slice("x", "a", "p1", 1, u32::MAX - 1), slice("y", "a", "p2", 1, 5)]);
+        assert_eq!(gpus(&mut s, "a"), u32::MAX);
+        // Removing one of them takes exactly its share, no underflow.
+        apply(&mut s, [remove_slice("x")]);
+        assert_eq!(gpus(&mut s, "a"), 5);
+        apply(&mut s, [remove_slice("y"), remove_slice("y")]);
+        assert_eq!(gpus(&mut s, "a"), 0);
     }
 }

@@ -1,4 +1,4 @@
-//! The packed facts batch `CDF1` (`cdplace_host::facts`): every kind and shape round-trips, the
+//! The packed facts batch `CDF2` (`cdplace_host::facts`): every kind and shape round-trips, the
 //! bytes are the documented layout, and malformed batches are errors naming the record and
 //! the byte offset.
 
@@ -73,8 +73,14 @@ fn every_kind() -> Vec<Record> {
             daemon: false,
             gpus: GpuDemand { count: 0, all: true },
         }),
-        Record::Upsert(Object::Slice { name: s("tray-0-gpu"), node: Some(s("tray-0")), gpus: 4 }),
-        Record::Upsert(Object::Slice { name: s("other"), node: None, gpus: 0 }),
+        Record::Upsert(Object::Slice {
+            name: s("tray-0-gpu"),
+            node: Some(s("tray-0")),
+            gpus: 4,
+            pool: s("tray-0"),
+            generation: i64::MAX,
+        }),
+        Record::Upsert(Object::Slice { name: s("other"), node: None, gpus: 0, pool: s(""), generation: -1 }),
         Record::Upsert(Object::Domain {
             namespace: s("ns"),
             name: s("cd"),
@@ -105,7 +111,7 @@ fn every_kind() -> Vec<Record> {
 fn every_record_round_trips() {
     let records = every_kind();
     let bytes = encode(&records);
-    assert_eq!(&bytes[..4], b"CDF1");
+    assert_eq!(&bytes[..4], b"CDF2");
     assert_eq!(u32::from_le_bytes(bytes[4..8].try_into().unwrap()) as usize, records.len());
     assert_eq!(decode(&bytes).unwrap(), records);
     assert_eq!(decode(&encode(&[])).unwrap(), vec![]);
@@ -113,9 +119,15 @@ fn every_record_round_trips() {
 
 #[test]
 fn the_layout_is_the_documented_one() {
-    let bytes = encode(&[Record::Upsert(Object::Slice { name: s("sl"), node: Some(s("n")), gpus: 3 })]);
+    let bytes = encode(&[Record::Upsert(Object::Slice {
+        name: s("sl"),
+        node: Some(s("n")),
+        gpus: 3,
+        pool: s("p"),
+        generation: 7,
+    })]);
     let want: Vec<u8> = [
-        &b"CDF1"[..],
+        &b"CDF2"[..],
         &[1, 0, 0, 0], // one record
         &[1, 5],       // upsert ResourceSlice
         &[2, 0, 0, 0], // str name
@@ -123,6 +135,9 @@ fn the_layout_is_the_documented_one() {
         &[1, 1, 0, 0, 0], // ostr node
         b"n",
         &[3, 0, 0, 0], // u32 gpus
+        &[1, 0, 0, 0], // str pool
+        b"p",
+        &[7, 0, 0, 0, 0, 0, 0, 0], // i64 generation
     ]
     .concat();
     assert_eq!(bytes, want);
@@ -137,7 +152,17 @@ fn message(bytes: &[u8]) -> String {
 #[test]
 fn malformed_batches_name_the_record_and_offset() {
     assert_eq!(message(b"CDF"), "malformed facts batch at byte 0: magic: truncated (needs 4 bytes, 3 left)");
-    assert_eq!(message(b"CDP3\0\0\0\0"), "malformed facts batch at byte 0: magic: expected \"CDF1\", got \"CDP3\"");
+    assert_eq!(message(b"CDP3\0\0\0\0"), "malformed facts batch at byte 0: magic: expected \"CDF2\", got \"CDP3\"");
+    // A batch of the previous layout (no pool in a slice record) is refused whole.
+    assert_eq!(message(b"CDF1\0\0\0\0"), "malformed facts batch at byte 0: magic: expected \"CDF2\", got \"CDF1\"");
+    let no_pool = encode(&[Record::Upsert(Object::Slice {
+        name: s("sl"),
+        node: Some(s("n")),
+        gpus: 1,
+        pool: s(""),
+        generation: 1,
+    })]);
+    assert_eq!(message(&no_pool), "malformed facts batch: record 0 at byte 26: pool: must not be empty");
     let one = encode(&every_kind()[..1]);
     // Record 0 cut short inside its gpus field.
     assert_eq!(
@@ -182,7 +207,8 @@ fn malformed_batches_name_the_record_and_offset() {
 
 #[test]
 fn names_are_required_and_cluster_scoped_removals_have_no_namespace() {
-    let empty_name = encode(&[Record::Upsert(Object::Slice { name: s(""), node: None, gpus: 0 })]);
+    let empty_name =
+        encode(&[Record::Upsert(Object::Slice { name: s(""), node: None, gpus: 0, pool: s(""), generation: 0 })]);
     assert_eq!(message(&empty_name), "malformed facts batch: record 0 at byte 10: name: must not be empty");
     let node_ns = encode(&[Record::Remove { kind: Kind::Node, namespace: s("ns"), name: s("n") }]);
     assert_eq!(

@@ -64,6 +64,8 @@ enum Facts {
         name: String,
         node: Option<String>,
         gpus: u32,
+        pool: String,
+        generation: i64,
     },
     Domain {
         namespace: String,
@@ -144,7 +146,7 @@ impl From<Facts> for Object {
             Facts::Template { namespace, name, domain, daemon, gpus } => {
                 Object::Template { namespace, name, domain, daemon, gpus: gpus.into() }
             }
-            Facts::Slice { name, node, gpus } => Object::Slice { name, node, gpus },
+            Facts::Slice { name, node, gpus, pool, generation } => Object::Slice { name, node, gpus, pool, generation },
             Facts::Domain { namespace, name, uid, size_hint, num_nodes } => {
                 Object::Domain { namespace, name, uid, size_hint, num_nodes }
             }

@@ -218,3 +218,23 @@ func TestDecisionDecoding(t *testing.T) {
 		t.Fatal("trailing bytes must be an error")
 	}
 }
+
+// The Go encoder writes the ResourceSlice record as the library reads it (pool and generation
+// after the GPUs), and a CDF1 batch of an older adapter is refused whole.
+func TestSliceRecordsAndTheBatchVersion(t *testing.T) {
+	c := newTestCluster(t, "")
+	var b Batch
+	b.Add(AppendSlice(nil, &facts.Slice{Name: "s-1", Node: some("a-0"), GPUs: 4, Pool: "a-0", Generation: 1 << 40}))
+	if err := c.ApplyFacts(b.Bytes()); err != nil {
+		t.Fatalf("a slice record: %v", err)
+	}
+	var noPool Batch
+	noPool.Add(AppendSlice(nil, &facts.Slice{Name: "s-2", Node: some("a-0"), GPUs: 4}))
+	if err := c.ApplyFacts(noPool.Bytes()); !errors.Is(err, ErrBadCall) || !strings.Contains(err.Error(), "record 0 at byte 29: pool: must not be empty") {
+		t.Fatalf("a node-local slice without a pool: %v", err)
+	}
+	old := append([]byte("CDF1"), b.Bytes()[4:]...)
+	if err := c.ApplyFacts(old); !errors.Is(err, ErrBadCall) || !strings.Contains(err.Error(), `magic: expected "CDF2", got "CDF1"`) {
+		t.Fatalf("a CDF1 batch: %v", err)
+	}
+}

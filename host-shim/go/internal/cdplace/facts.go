@@ -9,14 +9,14 @@ import (
 // The packed facts batch, as include/cdplace.h specifies it (little-endian; str = u32 length +
 // UTF-8; ostr/ou32/oi32 = u8 0 | u8 1 and the value):
 //
-//	batch  = "CDF1", u32 nrecords, nrecords x record
+//	batch  = "CDF2", u32 nrecords, nrecords x record
 //	record = u8 op (1 upsert, 2 remove), u8 kind (cdplace_kind_t), body
 //
 // The Append* functions write one record each (the feed keeps each object's last record to
 // drop updates that change no fact); Batch gathers records for one ApplyFacts call.
 
 const (
-	batchMagic = "CDF1"
+	batchMagic = "CDF2"
 	opUpsert   = 1
 	opRemove   = 2
 )
@@ -121,7 +121,9 @@ func AppendSlice(dst []byte, f *facts.Slice) []byte {
 	dst = append(dst, opUpsert, byte(KindResourceSlice))
 	dst = appendStr(dst, f.Name)
 	dst = appendOStr(dst, f.Node)
-	return binary.LittleEndian.AppendUint32(dst, f.GPUs)
+	dst = binary.LittleEndian.AppendUint32(dst, f.GPUs)
+	dst = appendStr(dst, f.Pool)
+	return binary.LittleEndian.AppendUint64(dst, uint64(f.Generation))
 }
 
 // AppendDomain writes a ComputeDomain upsert.

@@ -24,7 +24,7 @@ func FuzzApplyFacts(f *testing.F) {
 	rm.Add(AppendRemove(nil, KindPod, "ns", "p0"))
 	rm.Add(AppendRemove(nil, KindNode, "", "a-1"))
 	f.Add(append([]byte(nil), rm.Bytes()...))
-	f.Add([]byte("CDF1\xff\xff\xff\xff"))
+	f.Add([]byte("CDF2\xff\xff\xff\xff"))
 	rt, err := NewRuntime(GuestWasm)
 	if err != nil {
 		f.Fatal(err)

@@ -40,11 +40,15 @@ func PodOf(p *v1.Pod, k Keys) (Pod, error) {
 	if err != nil {
 		return Pod{}, err
 	}
+	gpus, err := PodGPUs(p, k)
+	if err != nil {
+		return Pod{}, err
+	}
 	f := Pod{
+		GPUs:      gpus,
 		Namespace: p.Namespace,
 		Name:      p.Name,
 		Terminal:  p.Status.Phase == phaseSucceeded || p.Status.Phase == phaseFailed,
-		GPUs:      PodGPUs(p, k),
 		SizeHint:  size,
 		Owner:     ownerKeyOf(p),
 	}
@@ -83,8 +87,9 @@ func GeneratedClaim(p *v1.Pod, entry string) *string {
 
 // PodGPUs is the one definition of how many GPUs a pod takes through the extended resource:
 // the larger of the sum over its containers and the largest init container, each container
-// counting its request, else its limit.
-func PodGPUs(p *v1.Pod, k Keys) uint32 {
+// counting its request, else its limit. A sum past uint32 is an error naming spec.containers
+// (it would otherwise wrap to a small count).
+func PodGPUs(p *v1.Pod, k Keys) (uint32, error) {
 	gpu := v1.ResourceName(k.GPUResourceName)
 	request := func(c *v1.Container) uint32 {
 		if q, ok := c.Resources.Requests[gpu]; ok {
@@ -97,12 +102,17 @@ func PodGPUs(p *v1.Pod, k Keys) uint32 {
 	}
 	var sum, init uint32
 	for i := range p.Spec.Containers {
-		sum += request(&p.Spec.Containers[i])
+		n := request(&p.Spec.Containers[i])
+		if sum > ^uint32(0)-n {
+			return 0, &Error{Object: describe("Pod", p.Namespace, p.Name), Field: "spec.containers",
+				Reason: "spec.containers: the " + k.GPUResourceName + " requests of the containers sum past 4294967295"}
+		}
+		sum += n
 	}
 	for i := range p.Spec.InitContainers {
 		init = max(init, request(&p.Spec.InitContainers[i]))
 	}
-	return max(sum, init)
+	return max(sum, init), nil
 }
 
 // SliceOf reads a ResourceSlice: devices only for slices of the GPU driver.
@@ -110,14 +120,20 @@ func SliceOf(s *resourceapi.ResourceSlice, k Keys) (Slice, error) {
 	if err := required("ResourceSlice", s.Namespace, s.Name, "metadata.name", s.Name); err != nil {
 		return Slice{}, err
 	}
-	f := Slice{Name: s.Name}
+	f := Slice{Name: s.Name, Pool: s.Spec.Pool.Name, Generation: s.Spec.Pool.Generation}
 	if s.Spec.Driver != k.GPUDriver {
 		return f, nil
+	}
+	if s.Spec.NodeName != nil {
+		if err := required("ResourceSlice", s.Namespace, s.Name, "spec.pool.name", f.Pool); err != nil {
+			return Slice{}, err
+		}
 	}
 	for i := range s.Spec.Devices {
 		// An attribute `type` that is not a string counts as absent, as in extract.rs.
 		a, ok := s.Spec.Devices[i].Attributes[deviceTypeAttribute]
-		if !ok || a.StringValue == nil || *a.StringValue == deviceTypeGPU {
+		// The API allows 128 devices a slice; saturate rather than wrap past uint32.
+		if (!ok || a.StringValue == nil || *a.StringValue == deviceTypeGPU) && f.GPUs < ^uint32(0) {
 			f.GPUs++
 		}
 	}

@@ -141,7 +141,7 @@ func checkPod(t *testing.T, p *v1.Pod, got Pod) {
 	for _, cs := range [][]v1.Container{p.Spec.Containers, p.Spec.InitContainers} {
 		for i := range cs {
 			single := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{cs[i]}}}
-			if n := PodGPUs(single, DefaultKeys); n > got.GPUs {
+			if n, err := PodGPUs(single, DefaultKeys); err == nil && n > got.GPUs {
 				raw, _ := yaml.Marshal(cs[i].Resources)
 				t.Fatalf("pod counts %d GPUs, but container %q alone asks for %d:\n%s", got.GPUs, cs[i].Name, n, raw)
 			}

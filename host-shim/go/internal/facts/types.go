@@ -2,7 +2,7 @@ package facts
 
 import "strings"
 
-// The fact types mirror extract.rs `Object` one to one (and the CDF1 records internal/cdplace
+// The fact types mirror extract.rs `Object` one to one (and the CDF2 records internal/cdplace
 // encodes). Optional values are pointers: nil is "none". The JSON tags name the fields in
 // testdata/vectors.yaml.
 
@@ -88,6 +88,10 @@ type Slice struct {
 	// Node is set only for node-local slices of the GPU driver.
 	Node *string `json:"node"`
 	GPUs uint32  `json:"gpus"`
+	// Pool is spec.pool.name: a pool's slices are counted together.
+	Pool string `json:"pool"`
+	// Generation is spec.pool.generation: only the slices of a pool's newest generation count.
+	Generation int64 `json:"generation"`
 }
 
 // Empty reports whether the slice says nothing to the policy (another driver's, or not

@@ -101,7 +101,7 @@ func TestClassification(t *testing.T) {
 
 	// Handler lag: the feed has not seen the template yet, the scheduler's cache has; the pod is
 	// still a ComputeDomain pod.
-	e.plugin.feed.deleteClaimLike(cdplace.KindResourceClaimTemplate, ns, "cd-channel")
+	e.plugin.feed.deleteClaimLike(cdplace.KindResourceClaimTemplate, ns, "cd-channel", "")
 	if _, cd := e.plugin.feed.isComputeDomainPod(cases[3].pod); !cd {
 		t.Fatal("a template only the listers have must still classify the pod")
 	}
@@ -166,7 +166,7 @@ func TestDecisionsAreReusedWhileTheViewIsUnchanged(t *testing.T) {
 		t.Fatalf("p1 asks the same question of the same view: %d calls", c.Crossings()-crossed)
 	}
 	// A tray freed: the view changed, the next pod is decided again.
-	e.plugin.feed.deletePod(ns, "g0")
+	e.plugin.feed.deletePod(ns, "g0", "uid-g0")
 	crossed = c.Crossings()
 	wantCode(t, "p2", e.schedule(pods[2].(*v1.Pod)).preFilter, fwk.Success, "")
 	if c.Crossings() == crossed {

@@ -2,9 +2,12 @@ package computedomain
 
 import (
 	"bytes"
+	"slices"
 	"sync"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
 
 	"github.com/cdplace/cdplace/host-shim/go/internal/cdplace"
@@ -50,9 +53,20 @@ type feed struct {
 	records map[objKey][]byte
 	// errored is the last extraction error logged per object (logged once per text).
 	errored map[objKey]string
-	pending cdplace.Batch
-	scratch []byte
-	rbuf    []resolved
+	// invalid are the objects whose last version failed to parse (failedLocked); event reports
+	// one as a Kubernetes Event, revalidated is told of a domain left with none (both nil in
+	// tests that build a bare feed).
+	invalid     map[objKey]invalidObject
+	event       func(obj runtime.Object, note string)
+	revalidated func(domain string)
+	// versions is the UID and resourceVersion last taken per pod (that uses GPUs or claims) and
+	// claim; tombs the UIDs of deleted ones (feed_versions.go). now is the clock (tests).
+	versions map[objKey]objVersion
+	tombs    *tombstones
+	now      func() time.Time
+	pending  cdplace.Batch
+	scratch  []byte
+	rbuf     []resolved
 	// seq changes whenever the view will change: every queued record, Assume and Forget.
 	seq uint64
 	// queued counts records queued since start (tests).
@@ -89,6 +103,10 @@ func newFeed(logger klog.Logger, cluster *cdplace.Cluster, keys facts.Keys) *fee
 		logger:          logger,
 		records:         map[objKey][]byte{},
 		errored:         map[objKey]string{},
+		invalid:         map[objKey]invalidObject{},
+		versions:        map[objKey]objVersion{},
+		tombs:           newTombstones(tombstoneMax, tombstoneTTL),
+		now:             time.Now,
 		claimDomains:    map[nsName]domainRef{},
 		templateDomains: map[nsName]domainRef{},
 		cliqueNodes:     map[string]bool{},
@@ -130,18 +148,134 @@ func (f *feed) removeLocked(k objKey) {
 	f.queued++
 }
 
-// failedLocked handles an object the policy cannot use: logged once per text, with the
-// object and field, and removed from the view so it never keeps a version that no longer exists.
-func (f *feed) failedLocked(k objKey, err error) {
+// invalidFactsReason is the reason of the Warning Event on an object whose version failed to parse.
+const invalidFactsReason = "InvalidFacts"
+
+// failedLocked handles an object the policy cannot use (its version failed to parse): removed
+// from the view so it never keeps a version that no longer exists, and recorded as invalid for
+// the ComputeDomains it belongs to (domains), which fail closed until it parses again or goes:
+// their pods get a reason naming the object and field rather than a decision on a view without
+// it. Logged, and reported as a Warning Event InvalidFacts on obj, once per change (per error
+// text: a redelivery of the same version, or a retry, adds nothing).
+func (f *feed) failedLocked(k objKey, err error, obj runtime.Object, domains ...string) {
+	field := ""
+	if e, ok := err.(*facts.Error); ok {
+		field = e.Field
+	}
+	reason := err.Error()
+	if field != "" {
+		reason += " (field " + field + ")"
+	}
 	if f.errored[k] != err.Error() {
 		f.errored[k] = err.Error()
 		kv := []any{"kind", k.kind.String(), "object", klog.KRef(k.namespace, k.name)}
-		if e, ok := err.(*facts.Error); ok {
-			kv = append(kv, "field", e.Field)
+		if field != "" {
+			kv = append(kv, "field", field)
+		}
+		if len(domains) > 0 {
+			kv = append(kv, "failedClosed", domains)
 		}
 		f.logger.Error(err, "ComputeDomainPlacement: object left out of the policy's view", kv...)
+		if f.event != nil && obj != nil {
+			f.event(obj, reason)
+		}
 	}
+	// The domains it was filed under before stay failed too: a claim whose domain no longer
+	// parses is still the one it named.
+	old := f.invalid[k].domains
+	ds := make([]string, 0, len(domains)+len(old))
+	for _, d := range append(domains, old...) {
+		if d != "" && !slices.Contains(ds, d) {
+			ds = append(ds, d)
+		}
+	}
+	f.invalid[k] = invalidObject{reason: reason, domains: ds}
 	f.removeLocked(k)
+}
+
+// invalidObject is an object whose last version failed to parse.
+type invalidObject struct {
+	// reason names the object, the field and why.
+	reason string
+	// domains are the ComputeDomain UIDs that fail closed while it is invalid.
+	domains []string
+}
+
+// validLocked records that the object parsed (or was deleted): it is no longer invalid, and a
+// domain left with no invalid object is decided again (its rejected pods are activated).
+func (f *feed) validLocked(k objKey) {
+	delete(f.errored, k)
+	inv, ok := f.invalid[k]
+	if !ok {
+		return
+	}
+	delete(f.invalid, k)
+	for _, d := range inv.domains {
+		if _, still := f.invalidReasonLocked(d); !still && f.revalidated != nil {
+			go f.revalidated(d)
+		}
+	}
+}
+
+// invalidReason is why a domain fails closed: the first (by object) of its invalid objects.
+func (f *feed) invalidReason(domain string) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.invalidReasonLocked(domain)
+}
+
+func (f *feed) invalidReasonLocked(domain string) (string, bool) {
+	best, found := "", false
+	for _, inv := range f.invalid {
+		if slices.Contains(inv.domains, domain) && (!found || inv.reason < best) {
+			best, found = inv.reason, true
+		}
+	}
+	return best, found
+}
+
+// invalidClaimOf is why a pod fails closed for a claim or template of its own whose version
+// failed to parse: which domain it names cannot be known then, so the pod is neither decided
+// nor let through as a plain pod. It also gives the domain the object named before it broke
+// ("" for none), whose revalidation wakes the pod.
+func (f *feed) invalidClaimOf(p *v1.Pod) (reason, domain string, invalid bool) {
+	if len(p.Spec.ResourceClaims) == 0 {
+		return "", "", false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.invalid) == 0 {
+		return "", "", false
+	}
+	claims := facts.PodClaims(p)
+	for i := range claims {
+		c := &claims[i]
+		keys := make([]objKey, 0, 2)
+		if name := claimName(c); name != "" {
+			keys = append(keys, objKey{kind: cdplace.KindResourceClaim, namespace: p.Namespace, name: name})
+		}
+		if c.Template != nil {
+			keys = append(keys, objKey{kind: cdplace.KindResourceClaimTemplate, namespace: p.Namespace, name: *c.Template})
+		}
+		for _, k := range keys {
+			if inv, ok := f.invalid[k]; ok {
+				if len(inv.domains) > 0 {
+					domain = inv.domains[0]
+				}
+				return inv.reason, domain, true
+			}
+		}
+	}
+	return "", "", false
+}
+
+// podDomainLocked is the ComputeDomain a tracked pod belongs to ("" for none).
+func (f *feed) podDomainLocked(namespace string, claims []facts.PodClaim) string {
+	f.rbuf = f.resolveLocked(namespace, claims, f.rbuf)
+	if d, cd := classify(f.rbuf); cd {
+		return d
+	}
+	return ""
 }
 
 // has reports whether the view has the object (its record was queued).

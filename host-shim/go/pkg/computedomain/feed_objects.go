@@ -4,6 +4,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cdplace/cdplace/host-shim/go/internal/cdplace"
 	"github.com/cdplace/cdplace/host-shim/go/internal/facts"
@@ -16,10 +17,10 @@ func (f *feed) upsertNode(n *v1.Node) {
 	fact, err := facts.NodeOf(n, f.keys)
 	f.mu.Lock()
 	if err != nil {
-		f.failedLocked(k, err)
+		f.failedLocked(k, err, n)
 		f.setCliqueLocked(n.Name, false)
 	} else {
-		delete(f.errored, k)
+		f.validLocked(k)
 		f.scratch = cdplace.AppendNode(f.scratch[:0], &fact)
 		f.putLocked(k, f.scratch)
 		f.setCliqueLocked(n.Name, fact.CliqueLabel != nil && *fact.CliqueLabel != "")
@@ -31,7 +32,7 @@ func (f *feed) upsertNode(n *v1.Node) {
 func (f *feed) deleteNode(name string) {
 	k := objKey{kind: cdplace.KindNode, name: name}
 	f.mu.Lock()
-	delete(f.errored, k)
+	f.validLocked(k)
 	f.removeLocked(k)
 	f.setCliqueLocked(name, false)
 	f.mu.Unlock()
@@ -56,10 +57,15 @@ func (f *feed) upsertClaim(c *resourceapi.ResourceClaim) {
 	k := objKey{kind: cdplace.KindResourceClaim, namespace: c.Namespace, name: c.Name}
 	fact, err := facts.ClaimOf(c, f.keys)
 	f.mu.Lock()
+	if f.admitLocked(k, c, true) != nil {
+		// A deleted UID or an older version (feed_versions.go).
+		f.mu.Unlock()
+		return
+	}
 	if err != nil {
-		f.failedLocked(k, err)
+		f.failedLocked(k, err, c, f.claimDomains[nsName{c.Namespace, c.Name}].domain)
 	} else {
-		delete(f.errored, k)
+		f.validLocked(k)
 		f.scratch = cdplace.AppendClaim(f.scratch[:0], &fact)
 		f.putLocked(k, f.scratch)
 	}
@@ -72,10 +78,15 @@ func (f *feed) upsertTemplate(t *resourceapi.ResourceClaimTemplate) {
 	k := objKey{kind: cdplace.KindResourceClaimTemplate, namespace: t.Namespace, name: t.Name}
 	fact, err := facts.TemplateOf(t, f.keys)
 	f.mu.Lock()
+	if f.admitLocked(k, t, true) != nil {
+		// A deleted UID or an older version (feed_versions.go).
+		f.mu.Unlock()
+		return
+	}
 	if err != nil {
-		f.failedLocked(k, err)
+		f.failedLocked(k, err, t, f.templateDomains[nsName{t.Namespace, t.Name}].domain)
 	} else {
-		delete(f.errored, k)
+		f.validLocked(k)
 		f.scratch = cdplace.AppendTemplate(f.scratch[:0], &fact)
 		f.putLocked(k, f.scratch)
 	}
@@ -85,10 +96,11 @@ func (f *feed) upsertTemplate(t *resourceapi.ResourceClaimTemplate) {
 }
 
 // deleteClaimLike removes a claim or template.
-func (f *feed) deleteClaimLike(kind cdplace.Kind, namespace, name string) {
+func (f *feed) deleteClaimLike(kind cdplace.Kind, namespace, name string, uid types.UID) {
 	k := objKey{kind: kind, namespace: namespace, name: name}
 	f.mu.Lock()
-	delete(f.errored, k)
+	f.validLocked(k)
+	f.buryLocked(k, uid)
 	f.removeLocked(k)
 	if kind == cdplace.KindResourceClaim {
 		f.setDomainLocked(f.claimDomains, f.podsByClaim, nsName{namespace, name}, nil, false, false)
@@ -121,12 +133,12 @@ func (f *feed) upsertSlice(s *resourceapi.ResourceSlice) {
 	f.mu.Lock()
 	switch {
 	case err != nil:
-		f.failedLocked(k, err)
+		f.failedLocked(k, err, s)
 	case fact.Empty():
 		// Another driver's slice, or not node-local: nothing for the policy.
 		f.removeLocked(k)
 	default:
-		delete(f.errored, k)
+		f.validLocked(k)
 		f.scratch = cdplace.AppendSlice(f.scratch[:0], &fact)
 		f.putLocked(k, f.scratch)
 	}
@@ -139,9 +151,9 @@ func (f *feed) upsertDomain(u *unstructured.Unstructured) {
 	fact, err := facts.DomainOf(u, f.keys)
 	f.mu.Lock()
 	if err != nil {
-		f.failedLocked(k, err)
+		f.failedLocked(k, err, u, string(u.GetUID()))
 	} else {
-		delete(f.errored, k)
+		f.validLocked(k)
 		f.scratch = cdplace.AppendDomain(f.scratch[:0], &fact)
 		f.putLocked(k, f.scratch)
 	}
@@ -153,7 +165,7 @@ func (f *feed) upsertDomain(u *unstructured.Unstructured) {
 func (f *feed) deleteObject(kind cdplace.Kind, namespace, name string) {
 	k := objKey{kind: kind, namespace: namespace, name: name}
 	f.mu.Lock()
-	delete(f.errored, k)
+	f.validLocked(k)
 	f.removeLocked(k)
 	f.mu.Unlock()
 	f.flushIfFull()

@@ -76,10 +76,10 @@ func (f *feed) syncOwnerLocked(key string) bool {
 		f.removeLocked(k)
 		return false
 	case err != nil:
-		f.failedLocked(k, err)
+		f.failedLocked(k, err, nil, f.podDomainsLocked(f.podsByOwner[key])...)
 		return false
 	}
-	delete(f.errored, k)
+	f.validLocked(k)
 	size := fact.Size
 	f.scratch = cdplace.AppendOwner(f.scratch[:0], &facts.Owner{Key: key, Size: &size, Source: fact.Source})
 	return f.putLocked(k, f.scratch)
@@ -102,4 +102,17 @@ func (f *feed) ownerChanged(key string) {
 	if len(wake) > 0 && activate != nil {
 		activate(wake)
 	}
+}
+
+// podDomainsLocked are the ComputeDomains of the tracked pods among keys.
+func (f *feed) podDomainsLocked(keys map[nsName]struct{}) []string {
+	var out []string
+	for k := range keys {
+		if e := f.pods[k]; e != nil {
+			if d := f.podDomainLocked(e.fact.Namespace, e.fact.Claims); d != "" {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package computedomain
 
 import (
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cdplace/cdplace/host-shim/go/internal/cdplace"
 	"github.com/cdplace/cdplace/host-shim/go/internal/facts"
@@ -36,9 +37,24 @@ func podKey(k nsName) objKey {
 
 func (f *feed) upsertPod(p *v1.Pod) {
 	key := nsName{p.Namespace, p.Name}
-	if !facts.UsesGPUsOrClaims(p, f.keys) || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
+	uses := facts.UsesGPUsOrClaims(p, f.keys)
+	f.mu.Lock()
+	same := f.sameUIDLocked(podKey(key), p.UID)
+	// A deleted UID or an older version is dropped (feed_versions.go); only pods that could
+	// enter the view keep their version.
+	if err := f.admitLocked(podKey(key), p, uses); err != nil {
+		f.mu.Unlock()
+		return
+	}
+	if !same {
+		// A new pod under the name: nothing of the old one's entry (pinned, assumed) carries over.
+		f.untrackLocked(key)
+	}
+	f.mu.Unlock()
+	if !uses || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
 		// Holds no GPU (or nothing any more): never in the view.
 		f.mu.Lock()
+		f.validLocked(podKey(key))
 		f.untrackLocked(key)
 		f.removeLocked(podKey(key))
 		f.mu.Unlock()
@@ -49,19 +65,20 @@ func (f *feed) upsertPod(p *v1.Pod) {
 	f.mu.Lock()
 	if err != nil {
 		f.untrackLocked(key)
-		f.failedLocked(podKey(key), err)
+		f.failedLocked(podKey(key), err, p, f.podDomainLocked(p.Namespace, facts.PodClaims(p)))
 	} else {
-		delete(f.errored, podKey(key))
+		f.validLocked(podKey(key))
 		f.syncPodLocked(f.trackLocked(key, fact))
 	}
 	f.mu.Unlock()
 	f.flushIfFull()
 }
 
-func (f *feed) deletePod(namespace, name string) {
+func (f *feed) deletePod(namespace, name string, uid types.UID) {
 	key := nsName{namespace, name}
 	f.mu.Lock()
-	delete(f.errored, podKey(key))
+	f.validLocked(podKey(key))
+	f.buryLocked(podKey(key), uid)
 	f.untrackLocked(key)
 	f.removeLocked(podKey(key))
 	f.mu.Unlock()
@@ -181,12 +198,18 @@ func (f *feed) resyncLocked(pods map[nsName]struct{}) {
 
 // ensurePod makes sure the view has a ComputeDomain pod PreFilter is about to decide: the
 // informer may not have delivered it yet, or the feed classified it before its claims' facts
-// arrived. The feed's own copy wins when it has one (the informer is the source of truth).
+// arrived. The feed's own copy wins when it has one of the same UID (the informer is the source
+// of truth); the scheduler's copy of a pod the informer deleted, or older than the feed's, is
+// refused (feed_versions.go).
 func (f *feed) ensurePod(p *v1.Pod) error {
 	key := nsName{p.Namespace, p.Name}
+	k := podKey(key)
 	f.mu.Lock()
 	e := f.pods[key]
-	if e != nil && e.pinned && f.hasLocked(podKey(key)) {
+	if e != nil && !f.sameUIDLocked(k, p.UID) {
+		e = nil // a new pod under the name: the scheduler's copy is the newer one
+	}
+	if e != nil && e.pinned && f.hasLocked(k) {
 		f.mu.Unlock()
 		return nil
 	}
@@ -200,7 +223,17 @@ func (f *feed) ensurePod(p *v1.Pod) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if e = f.pods[key]; e == nil {
+	if e = f.pods[key]; e == nil || !f.sameUIDLocked(k, p.UID) {
+		if err := f.admitLocked(k, p, true); err != nil {
+			return err
+		}
+		if fact.Name == "" { // the feed had an entry of the same UID when the lock was released
+			var err error
+			if fact, err = f.podFactOf(p); err != nil {
+				return err
+			}
+		}
+		f.untrackLocked(key)
 		e = f.trackLocked(key, fact)
 	}
 	e.pinned = true
@@ -220,8 +253,12 @@ func (f *feed) podInView(namespace, name string) bool {
 // informer last showed it, or as given) and true is returned; assume marks it assumed too.
 func (f *feed) placeable(p *v1.Pod, node string, assume bool) (bool, error) {
 	key := nsName{p.Namespace, p.Name}
+	k := podKey(key)
 	f.mu.Lock()
-	e, sent := f.pods[key], f.hasLocked(podKey(key))
+	e, sent := f.pods[key], f.hasLocked(k)
+	if !f.sameUIDLocked(k, p.UID) {
+		e, sent = nil, false // a new pod under the name: the given copy is the newer one
+	}
 	if !sent && (!f.cliqueNodes[node] || !facts.UsesGPUsOrClaims(p, f.keys)) {
 		f.mu.Unlock()
 		return false, nil
@@ -236,7 +273,18 @@ func (f *feed) placeable(p *v1.Pod, node string, assume bool) (bool, error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if e = f.pods[key]; e == nil {
+	if e = f.pods[key]; e == nil || !f.sameUIDLocked(k, p.UID) {
+		// The given copy: refused when the informer deleted the pod or delivered a newer one.
+		if err := f.admitLocked(k, p, true); err != nil {
+			return false, err
+		}
+		if fact.Name == "" {
+			var err error
+			if fact, err = f.podFactOf(p); err != nil {
+				return false, err
+			}
+		}
+		f.untrackLocked(key)
 		e = f.trackLocked(key, fact)
 	}
 	if assume {

@@ -9,7 +9,10 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
+
+	"github.com/cdplace/cdplace/host-shim/go/internal/cdplace"
 )
 
 func gpuSlice(name, driver, node string, gpus int) *resourceapi.ResourceSlice {
@@ -187,4 +190,36 @@ func TestBatchesFlushWhenFull(t *testing.T) {
 	if got := e.plugin.Cluster().Crossings() - crossed; got != 1 {
 		t.Fatalf("the %dth record must apply the batch in one call: %d crossings", flushRecords, got)
 	}
+}
+
+// A driver republishing a pool (a new spec.pool.generation) does not count a tray's GPUs twice
+// while the old slices linger: through the feed, the packed batch and the library's view (with
+// wholeTray: Require, a tray counted with 8 GPUs would strand 4 of a 4-GPU pod's tray).
+func TestARepublishedPoolCountsOnce(t *testing.T) {
+	slice := func(name string, generation int64) *resourceapi.ResourceSlice {
+		s := gpuSlice(name, "gpu.nvidia.com", "a-00", 4)
+		s.Spec.Pool.Generation = generation
+		return s
+	}
+	p0 := cdPod("cd", "p0")
+	e := newEnv(t, `{"wholeTray":"Require"}`, []*v1.Node{makeNode("a-00", 1, 0)}, []*unstructured.Unstructured{computeDomain("cd", "uid-cd", 1)},
+		channelTemplate("cd", "uid-cd"), p0, slice("gen-1", 1))
+	e.apply()
+	filter := func(what string, want fwk.Code, reason string) {
+		t.Helper()
+		r := e.schedule(p0)
+		wantCode(t, what+": PreFilter", r.preFilter, want, reason)
+		if want == fwk.Success {
+			wantCode(t, what+": Filter a-00", r.filter["a-00"], fwk.Success, "")
+		}
+	}
+	filter("generation 1", fwk.Success, "")
+	e.apply(slice("gen-2", 2))
+	filter("generation 2 beside the stale generation 1", fwk.Success, "")
+	e.apply(slice("gen-2b", 2))
+	filter("two slices of generation 2", fwk.UnschedulableAndUnresolvable, "requests 4 of 8 GPUs per tray; would strand 4")
+	e.plugin.feed.deleteObject(cdplace.KindResourceSlice, "", "gen-2")
+	e.plugin.feed.deleteObject(cdplace.KindResourceSlice, "", "gen-2b")
+	e.apply()
+	filter("generation 2 gone: generation 1 counts again", fwk.Success, "")
 }

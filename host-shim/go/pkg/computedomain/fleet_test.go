@@ -74,7 +74,8 @@ func TestFleetGaugesAndDomainEvents(t *testing.T) {
 			domainPods = append(domainPods, p)
 		}
 	}
-	objs = append(objs, boundTo(makePod("web", "", 4), "b-00"))
+	web := boundTo(makePod("web", "", 4), "b-00")
+	objs = append(objs, web)
 	e := newEnv(t, "", append(rack("a", 1, 4), rack("b", 2, 4)...), cds, objs...)
 	e.events.Verbose = true
 
@@ -125,7 +126,7 @@ func TestFleetGaugesAndDomainEvents(t *testing.T) {
 	wantEvents("retries")
 
 	// The plain pod leaves: wait fits clique 2 (placeable: nothing to say yet).
-	e.plugin.feed.deletePod(ns, "web")
+	e.plugin.feed.deletePod(ns, "web", web.UID)
 	e.plugin.refreshFleet(e.ctx, false)
 	check("web gone", map[string]float64{"free2": 4, "largest": 4, "waiting": 0, "placeable": 1})
 	wantEvents("web gone")

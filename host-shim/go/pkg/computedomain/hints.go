@@ -55,7 +55,8 @@ func (p *Plugin) isSchedulableAfterPodDeleted(logger klog.Logger, pod *v1.Pod, o
 	if err != nil {
 		return fwk.Queue, err
 	}
-	if len(deleted.Spec.ResourceClaims) > 0 || facts.PodGPUs(deleted, p.keys) > 0 {
+	// A pod whose GPU sum does not fit counted as holding GPUs: queueing is the safe side.
+	if gpus, err := facts.PodGPUs(deleted, p.keys); len(deleted.Spec.ResourceClaims) > 0 || gpus > 0 || err != nil {
 		logger.V(5).Info("pod holding accelerators deleted", "pod", klog.KObj(pod), "deleted", klog.KObj(deleted))
 		return fwk.Queue, nil
 	}

@@ -58,12 +58,12 @@ func startInformers(ctx context.Context, h fwk.Handle, f *feed) (*watchers, erro
 		handler  cache.ResourceEventHandlerFuncs
 	}{
 		{sif.Core().V1().Nodes().Informer(), "Nodes", handlerOf(f.upsertNode, func(n *v1.Node) { f.deleteNode(n.Name) })},
-		{sif.Core().V1().Pods().Informer(), "Pods", handlerOf(f.upsertPod, func(p *v1.Pod) { f.deletePod(p.Namespace, p.Name) })},
+		{sif.Core().V1().Pods().Informer(), "Pods", handlerOf(f.upsertPod, func(p *v1.Pod) { f.deletePod(p.Namespace, p.Name, p.UID) })},
 		{sif.Resource().V1().ResourceClaims().Informer(), "ResourceClaims", handlerOf(f.upsertClaim, func(c *resourceapi.ResourceClaim) {
-			f.deleteClaimLike(cdplace.KindResourceClaim, c.Namespace, c.Name)
+			f.deleteClaimLike(cdplace.KindResourceClaim, c.Namespace, c.Name, c.UID)
 		})},
 		{sif.Resource().V1().ResourceClaimTemplates().Informer(), "ResourceClaimTemplates", handlerOf(f.upsertTemplate, func(t *resourceapi.ResourceClaimTemplate) {
-			f.deleteClaimLike(cdplace.KindResourceClaimTemplate, t.Namespace, t.Name)
+			f.deleteClaimLike(cdplace.KindResourceClaimTemplate, t.Namespace, t.Name, t.UID)
 		})},
 		{sif.Resource().V1().ResourceSlices().Informer(), "ResourceSlices", handlerOf(f.upsertSlice, func(s *resourceapi.ResourceSlice) {
 			f.deleteObject(cdplace.KindResourceSlice, "", s.Name)

@@ -166,6 +166,11 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	logger := klog.FromContext(ctx)
 	f := newFeed(logger, cluster, settings.Keys)
+	if rec := h.EventRecorder(); rec != nil {
+		f.event = func(obj runtime.Object, note string) {
+			rec.Eventf(obj, nil, v1.EventTypeWarning, invalidFactsReason, "Scheduling", "%s", note)
+		}
+	}
 	in, err := startInformers(ctx, h, f)
 	if err != nil {
 		return nil, err
@@ -178,6 +183,9 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if sif := h.SharedInformerFactory(); sif != nil {
 		p.pdbs = sif.Policy().V1().PodDisruptionBudgets().Lister()
 	}
+	f.mu.Lock()
+	f.revalidated = p.revalidated
+	f.mu.Unlock()
 	p.crd = &crdWatch{logger: logger, start: in.startDomains, now: func() time.Time { return timeNow() }}
 	if cs := h.ClientSet(); cs != nil {
 		p.crd.client = cs.Discovery()
@@ -211,6 +219,16 @@ func (p *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, 
 	if !p.scheduling.Load() {
 		p.scheduling.Store(true)
 	}
+	if reason, domain, invalid := p.feed.invalidClaimOf(pod); invalid {
+		// Its claim or template no longer parses: whether it is a ComputeDomain pod, and of
+		// which domain, cannot be known.
+		reason = "a claim of the pod fails closed: " + reason
+		klog.FromContext(ctx).V(5).Info("ComputeDomainPlacement rejected pod", "pod", klog.KObj(pod), "reason", reason)
+		if domain != "" {
+			p.wake.rejected(domain, pod)
+		}
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
+	}
 	domain, cd := p.feed.isComputeDomainPod(pod)
 	if !cd {
 		if domain != "" {
@@ -225,6 +243,13 @@ func (p *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, 
 	}
 	if st := p.waitForSync(ctx); st != nil {
 		return nil, st
+	}
+	if reason, invalid := p.feed.invalidReason(domain); invalid {
+		// An object of the domain failed to parse: no decision on a view without it.
+		reason = "ComputeDomain " + domain + " fails closed: " + reason
+		logger.V(5).Info("ComputeDomainPlacement rejected pod", "pod", klog.KObj(pod), "reason", reason)
+		p.wake.rejected(domain, pod)
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
 	}
 	d, st := p.decide(pod, domain)
 	if st != nil {

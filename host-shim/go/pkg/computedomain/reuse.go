@@ -61,7 +61,9 @@ func question(p *v1.Pod, domain string, k facts.Keys) string {
 		}
 	}
 	b.WriteByte(0)
-	b.WriteString(strconv.FormatUint(uint64(facts.PodGPUs(p, k)), 10))
+	// A pod whose GPU sum does not fit never gets facts, so it is never decided nor reused.
+	gpus, _ := facts.PodGPUs(p, k)
+	b.WriteString(strconv.FormatUint(uint64(gpus), 10))
 	b.WriteByte(0)
 	b.WriteString(p.Annotations[k.SizeAnnotation])
 	if g := p.Spec.SchedulingGroup; g != nil && g.PodGroupName != nil {

@@ -87,9 +87,16 @@ func (f *feed) upsertPodGroup(u *unstructured.Unstructured) {
 	var wake []nsName
 	f.mu.Lock()
 	if err != nil {
-		f.failedLocked(k, err)
+		// The domains of its pods fail closed: their gang size is unknown.
+		group := map[nsName]struct{}{}
+		for key, e := range f.pods {
+			if key.namespace == u.GetNamespace() && e.fact.PodGroup != nil && *e.fact.PodGroup == u.GetName() {
+				group[key] = struct{}{}
+			}
+		}
+		f.failedLocked(k, err, u, f.podDomainsLocked(group)...)
 	} else {
-		delete(f.errored, k)
+		f.validLocked(k)
 		f.scratch = cdplace.AppendPodGroup(f.scratch[:0], &fact)
 		if f.putLocked(k, f.scratch) {
 			for key, e := range f.pods {
@@ -183,6 +190,30 @@ func (w *waking) rejected(domain string, pod *v1.Pod) {
 		w.byDomain = map[string]map[nsName]struct{}{}
 	}
 	addIndex(w.byDomain, domain, nsName{pod.Namespace, pod.Name})
+}
+
+// take takes the rejected pods of domain (and forgets them).
+func (w *waking) take(domain string) []nsName {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	pods := w.byDomain[domain]
+	delete(w.byDomain, domain)
+	keys := make([]nsName, 0, len(pods))
+	for k := range pods {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// revalidated activates the rejected pods of a domain that no longer has an invalid object.
+func (p *Plugin) revalidated(domain string) {
+	keys := p.wake.take(domain)
+	p.feed.mu.Lock()
+	activate := p.feed.activate
+	p.feed.mu.Unlock()
+	if len(keys) > 0 && activate != nil {
+		activate(keys)
+	}
 }
 
 // reserved takes the rejected pods of domain other than the reserved one (and forgets them).

@@ -55,7 +55,7 @@ static void expect_ok(cdplace_error_t *err, const char *what) {
   cdplace_error_delete(err);
 }
 
-/* ---------------------------------------------------------------- a CDF1 batch writer */
+/* ---------------------------------------------------------------- a CDF2 batch writer */
 
 typedef struct { uint8_t *data; size_t len, cap; uint32_t records; } batch_t;
 
@@ -81,7 +81,7 @@ static void ou32(batch_t *b, int present, uint32_t v) { u8(b, present ? 1 : 0); 
 
 static batch_t batch(void) {
   batch_t b = {0};
-  put(&b, "CDF1", 4);
+  put(&b, "CDF2", 4);
   u32(&b, 0); /* patched by done() */
   return b;
 }
@@ -372,7 +372,7 @@ static void policy_checks(cdplace_runtime_t *rt) {
   }
 
   /* Bad calls are errors, not crashes. */
-  expect_kind(cdplace_cluster_apply_facts(NULL, (const uint8_t *)"CDF1", 4), CDPLACE_ERROR_BAD_CALL, "NULL cluster");
+  expect_kind(cdplace_cluster_apply_facts(NULL, (const uint8_t *)"CDF2", 4), CDPLACE_ERROR_BAD_CALL, "NULL cluster");
   expect_kind(cdplace_cluster_apply_facts(c, NULL, 8), CDPLACE_ERROR_BAD_CALL, "NULL facts");
   expect_kind(cdplace_cluster_pre_filter(c, "ns", 2, "p1", 2, NULL, 0, NULL), CDPLACE_ERROR_BAD_CALL, "NULL out");
   expect_kind(cdplace_cluster_forget(c, "\xff", 1, "p", 1), CDPLACE_ERROR_BAD_CALL, "bad UTF-8");
