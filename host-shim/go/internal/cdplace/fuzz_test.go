@@ -178,6 +178,8 @@ func decideEverything(t *testing.T, c *Cluster, pods []string) {
 		_, err := c.Steer(gpus)
 		guestFailure(fmt.Sprintf("Steer(%v)", gpus), err)
 	}
+	_, err := c.Status()
+	guestFailure("Status", err)
 }
 
 // fuzzReader turns fuzz bytes into values; past the end it reads zeros.
