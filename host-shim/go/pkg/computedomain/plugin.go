@@ -15,6 +15,7 @@
 //   - feed_objects.go, feed_pods.go: the feed per kind; which pods the view has.
 //   - informers.go: the informers the feed listens to.
 //   - crd.go: whether the ComputeDomain API is served.
+//   - dump.go: the view's debug dump on SIGUSR1 (CDPLACE_DEBUG_DUMP_DIR).
 //   - reuse.go: decision reuse across the pods of a domain.
 //   - steer.go: plain-pod steering (pods without a ComputeDomain).
 //   - workload_placement.go: the 1.37 workload cycle (GeneratePlacements, ScorePlacement).
@@ -178,6 +179,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		p.crd.check()
 	}
 	p.domainEvents = p.crd.served
+	startDebugDump(ctx, logger, f)
 	if !p.crd.served {
 		logger.Info("ComputeDomainPlacement: " + noCRDReason + "; ComputeDomain pods wait until it is, other pods are not affected")
 		if p.crd.client != nil {
