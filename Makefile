@@ -99,10 +99,11 @@ test-e2e: scheduler e2e-binaries helm lint-e2e
 		grep -E '^ *(--- |ok |FAIL|control plane)|^ *[|]' ../target/e2e/test.log; \
 		if [ $$rc -ne 0 ]; then tail -n 150 ../target/e2e/test.log; fi; exit $$rc; }
 
-## drills: the fault drills (e2e/drills_test.go; issue 13): a scheduler SIGKILL, a kube-apiserver
-## restart, tray failures, an etcd restart and a leader failover while a gang binds, each on a
-## control plane of its own, with their pass criteria; minutes each, so not part of test-e2e.
-## Figures in target/e2e/drills.log (lines starting DRILL), recorded in docs/reliability.md
+## drills: the fault drills (e2e/drills_test.go; issue 13): a scheduler SIGKILL, kube-apiserver
+## restarts, tray failures, an etcd restart, a leader failover, a pod storm, a watch that gets 410
+## Gone while a gang binds, and the faulty guest in the real scheduler, each on a control plane of
+## its own, with their pass criteria; minutes each, so not part of test-e2e. Figures in
+## target/e2e/drills.log (lines starting DRILL), recorded in docs/reliability.md
 .PHONY: drills
 drills: scheduler e2e-binaries lint-e2e
 	mkdir -p target/e2e

@@ -675,3 +675,84 @@ func TestDrill07WatchGone(t *testing.T) {
 		t.Errorf("the scheduler listed pods %d time(s); want a relist after the cut", n)
 	}
 }
+
+// Drill 8: the faulty component (target/wasm32-wasip2/guest/cdplace_faulty_guest.wasm, plugin
+// arg guestPath) in the real scheduler, with the shipped args plus a 500 ms call deadline and a
+// 64 MiB memory limit. It traps, loops or exhausts its memory in PreFilter for pods in namespaces
+// fault-trap…, fault-loop… and fault-oom… (guest/faulty). Each namespace gets a ComputeDomain
+// of two pods and two plain pods (4 GPUs, CPU only). The scheduler stays up, the plain pods run
+// (also one created after the faults), and every ComputeDomain pod waits with the host's reason
+// for the failure.
+func TestDrill08FaultyGuest(t *testing.T) {
+	if os.Getenv(drillsEnv) != "1" {
+		t.Skipf("a fault drill: run with %s=1", drillsEnv)
+	}
+	faulty := filepath.Join(repoRoot, "target", "wasm32-wasip2", "guest", "cdplace_faulty_guest.wasm")
+	if _, err := os.Stat(faulty); err != nil {
+		t.Fatalf("the faulty component is built by `make guest`: %v", err)
+	}
+	args := fmt.Sprintf(`- name: ComputeDomainPlacement
+  args:
+    imexMode: DriverManaged
+    wholeTray: Require
+    cliqueLabel: nvidia.com/gpu.clique
+    guestPath: %q
+    guestCallTimeout: 500ms
+    guestMemoryLimitMiB: 64
+`, faulty)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	e, err := harness.Up(ctx, repoRoot, filepath.Join(runDir, "drill-d08"), harness.EnvOptions{PluginConfig: []byte(args)})
+	if err != nil {
+		t.Fatalf("the drill's control plane: %v", err)
+	}
+	t.Cleanup(e.Down)
+	small := harness.FleetSpec{Racks: 1, CliquesPerRack: 1, TraysPerClique: 4, GPUsPerTray: 4}
+	faults := []struct{ name, reason string }{
+		{"trap", "policy guest trapped"},
+		{"loop", "policy guest exceeded its deadline of 500ms"},
+		{"oom", "policy guest exceeded its memory limit"},
+	}
+	scenarios := map[string]*scenario{}
+	for _, f := range faults {
+		s := newScenarioOn(t, e, "fault-"+f.name, harness.Cdplace, small, harness.PrepareOptions{})
+		scenarios[f.name] = s
+		s.annotatedDomain("cd", 2)
+		s.pods("cd", 0, 2, 4)
+		for _, p := range []struct {
+			name string
+			gpus int
+		}{{"plain-gpu", 4}, {"plain-cpu", 0}} {
+			if _, err := e.CP.Client.CoreV1().Pods(s.ns).Create(s.ctx, harness.GPUPod(s.ns, p.name, p.gpus, harness.Cdplace), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	check := func(plain int) {
+		t.Helper()
+		for _, f := range faults {
+			s := scenarios[f.name]
+			waitPlainRunning(t, s, plain)
+			doms := s.waitFor("cd's pods pending with the "+f.name+" reason", 60*time.Second, func(d map[string]*harness.DomainState) bool {
+				st := d["cd"]
+				return st != nil && st.Pods == 2 && st.Bound == 0 && strings.Contains(strings.Join(st.Reasons, "\n"), f.reason)
+			})
+			t.Logf("%s: cd waits with %q", f.name, doms["cd"].Reasons)
+			s.assertNoRefusals()
+			if !e.Cdplace.Running() {
+				t.Fatalf("the scheduler exited; log: %s", e.Cdplace.LogPath())
+			}
+		}
+	}
+	check(2)
+	// The faults keep firing on every retry; the scheduler keeps serving plain pods.
+	time.Sleep(15 * time.Second)
+	for _, f := range faults {
+		s := scenarios[f.name]
+		if _, err := e.CP.Client.CoreV1().Pods(s.ns).Create(s.ctx, harness.GPUPod(s.ns, "plain-late", 4, harness.Cdplace), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check(3)
+	t.Logf("DRILL d08: the scheduler stayed up through every fault; plain pods scheduled; ComputeDomain pods wait with the host's reason")
+}
