@@ -581,7 +581,7 @@ func (d *drill) assertNoGhosts() time.Duration {
 	}
 }
 
-// Drill 6: a storm of 1,000 one-GPU plain pods created and deleted (8 writers, at most 32 alive)
+// Drill 6: a storm of 1,000 one-GPU plain pods created and deleted (8 writers, at most 40 alive)
 // while the gang binds. Afterwards the view holds no pod the API server lacks (0 ghosts) and
 // equals a fresh rebuild.
 func TestDrill06PodStorm(t *testing.T) {
