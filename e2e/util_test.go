@@ -61,7 +61,7 @@ func waitPlainRunning(t *testing.T, s *scenario, want int) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		pods, err := env.CP.Client.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{LabelSelector: "!" + harness.DomainLabel})
+		pods, err := s.e.CP.Client.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{LabelSelector: "!" + harness.DomainLabel})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +87,7 @@ func waitPlainRunning(t *testing.T, s *scenario, want int) {
 // usedTrays counts the scenario's nodes that run at least one GPU pod.
 func usedTrays(t *testing.T, s *scenario) int {
 	t.Helper()
-	pods, err := env.CP.Client.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{})
+	pods, err := s.e.CP.Client.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,6 +74,7 @@ type ControlPlane struct {
 	FeatureGates string
 
 	pki        *pki
+	etcdURL    string
 	procs      []*Process
 	schedulers []*Scheduler
 }
@@ -84,6 +85,8 @@ type Options struct {
 	// the controller manager and the schedulers, and serves scheduling.k8s.io/v1beta1 (Workload,
 	// PodGroup), which 1.37 does not by default.
 	WorkloadGates bool
+	// APIServerArgs are added to kube-apiserver's flags (e.g. --watch-cache=false).
+	APIServerArgs []string
 }
 
 // WorkloadFeatureGates are the gates of the Workload API and workload-aware scheduling in
@@ -144,6 +147,7 @@ func StartWith(ctx context.Context, dir string, bin Binaries, opts Options) (*Co
 	}
 	etcdClient, etcdPeer, apiPort, kcmPort := ports[0], ports[1], ports[2], ports[3]
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdClient)
+	cp.etcdURL = etcdURL
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPeer)
 	etcd, err := StartProcess(dir, "etcd", bin.Etcd,
 		"--name=e2e", "--data-dir="+filepath.Join(dir, "etcd-data"),
@@ -178,6 +182,7 @@ func StartWith(ctx context.Context, dir string, bin Binaries, opts Options) (*Co
 	if opts.WorkloadGates {
 		apiArgs = append(apiArgs, "--runtime-config=scheduling.k8s.io/v1beta1=true")
 	}
+	apiArgs = append(apiArgs, opts.APIServerArgs...)
 	api, err := StartProcess(dir, "kube-apiserver", bin.APIServer, append(apiArgs, gateArgs...)...)
 	if err != nil {
 		return nil, err
@@ -229,8 +234,12 @@ func StartWith(ctx context.Context, dir string, bin Binaries, opts Options) (*Co
 
 // WriteKubeconfig writes a kubeconfig for this API server authenticating with token.
 func (cp *ControlPlane) WriteKubeconfig(path, token string) error {
+	return cp.writeKubeconfig(path, cp.URL, token)
+}
+
+func (cp *ControlPlane) writeKubeconfig(path, server, token string) error {
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["e2e"] = &clientcmdapi.Cluster{Server: cp.URL, CertificateAuthorityData: cp.pki.caPEM}
+	cfg.Clusters["e2e"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: cp.pki.caPEM}
 	cfg.AuthInfos["e2e"] = &clientcmdapi.AuthInfo{Token: token}
 	cfg.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: "e2e"}
 	cfg.CurrentContext = "e2e"
@@ -258,6 +267,46 @@ func (cp *ControlPlane) Check() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// RestartComponent takes one control-plane process down and brings it back with the same
+// arguments, data and ports: name is "etcd", "kube-apiserver" or "kube-controller-manager";
+// kill sends SIGKILL (a crash), otherwise SIGTERM (a rolling restart); the process stays down
+// for down, then RestartComponent waits until it is healthy again. It returns when the
+// component was back (healthy), which is when the fault ended.
+func (cp *ControlPlane) RestartComponent(ctx context.Context, name string, kill bool, down time.Duration) (time.Time, error) {
+	i := -1
+	for j, p := range cp.procs {
+		if p.Name == name {
+			i = j
+		}
+	}
+	if i < 0 {
+		return time.Time{}, fmt.Errorf("no control-plane process named %q", name)
+	}
+	old := cp.procs[i]
+	if kill {
+		old.Kill()
+	} else {
+		old.Stop(30 * time.Second)
+	}
+	select {
+	case <-ctx.Done():
+		return time.Time{}, ctx.Err()
+	case <-time.After(down):
+	}
+	p, err := old.Again()
+	if err != nil {
+		return time.Time{}, err
+	}
+	cp.procs[i] = p
+	switch name {
+	case "etcd":
+		err = waitHTTP(ctx, p, cp.etcdURL+"/health", "", nil, 60*time.Second)
+	case "kube-apiserver":
+		err = waitHTTP(ctx, p, cp.URL+"/readyz", cp.pki.adminToken, cp.pki.caPEM, 120*time.Second)
+	}
+	return time.Now(), err
 }
 
 // Stop ends every process, the schedulers first, then the newest first.

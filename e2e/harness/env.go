@@ -16,6 +16,8 @@ type EnvOptions struct {
 	// WorkloadGates runs the control plane and the schedulers with the 1.37 workload gates on
 	// and the Workload API served (see Options).
 	WorkloadGates bool
+	// APIServerArgs are added to kube-apiserver's flags (Options.APIServerArgs).
+	APIServerArgs []string
 }
 
 // Env is a control plane ready for ComputeDomain workloads: the CRD, the DeviceClasses, the
@@ -39,7 +41,7 @@ func Up(ctx context.Context, repoRoot, dir string, opts EnvOptions) (*Env, error
 	if err != nil {
 		return nil, err
 	}
-	cp, err := StartWith(ctx, dir, bins, Options{WorkloadGates: opts.WorkloadGates})
+	cp, err := StartWith(ctx, dir, bins, Options{WorkloadGates: opts.WorkloadGates, APIServerArgs: opts.APIServerArgs})
 	if err != nil {
 		return nil, err
 	}

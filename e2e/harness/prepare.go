@@ -382,9 +382,22 @@ func (e *PrepareEmulator) patchLabel(ctx context.Context, node string, value *st
 		v = fmt.Sprintf("%q", *value)
 	}
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, DomainNodeLabel, v)
-	_, err := e.client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-	if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
-		klog.FromContext(ctx).Error(err, "patch node label", "node", node)
+	// Retried while the API server is away (the fault drills restart it), as the driver retries.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		_, err := e.client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		if err == nil || apierrors.IsNotFound(err) || ctx.Err() != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			klog.FromContext(ctx).Error(err, "patch node label", "node", node)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 }
 

@@ -15,6 +15,10 @@ import (
 type Process struct {
 	Name    string
 	LogPath string
+	dir     string
+	bin     string
+	args    []string
+	env     []string
 	cmd     *exec.Cmd
 	done    chan struct{}
 	err     error
@@ -23,12 +27,20 @@ type Process struct {
 // StartProcess runs bin with args, logging to dir/name.log (appended, so a restarted process keeps
 // its earlier log).
 func StartProcess(dir, name, bin string, args ...string) (*Process, error) {
+	return StartProcessEnv(dir, name, bin, nil, args...)
+}
+
+// StartProcessEnv is StartProcess with env ("KEY=value") added to the test's environment.
+func StartProcessEnv(dir, name, bin string, env []string, args ...string) (*Process, error) {
 	logPath := filepath.Join(dir, name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -36,7 +48,7 @@ func StartProcess(dir, name, bin string, args ...string) (*Process, error) {
 		_ = logFile.Close()
 		return nil, fmt.Errorf("start %s (%s): %w", name, bin, err)
 	}
-	p := &Process{Name: name, LogPath: logPath, cmd: cmd, done: make(chan struct{})}
+	p := &Process{Name: name, LogPath: logPath, dir: dir, bin: bin, args: args, env: env, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		_ = logFile.Close()
@@ -72,6 +84,23 @@ func (p *Process) Stop(grace time.Duration) {
 func (p *Process) Kill() {
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	<-p.done
+}
+
+// Again starts the same binary with the same arguments and environment as a new Process (the
+// log is appended to); p must have exited.
+func (p *Process) Again() (*Process, error) {
+	if exited, _ := p.Exited(); !exited {
+		return nil, fmt.Errorf("%s is still running", p.Name)
+	}
+	return StartProcessEnv(p.dir, p.Name, p.bin, p.env, p.args...)
+}
+
+// Signal sends sig to the process itself (not its group).
+func (p *Process) Signal(sig syscall.Signal) error {
+	if exited, err := p.Exited(); exited {
+		return fmt.Errorf("%s has exited (%v)", p.Name, err)
+	}
+	return p.cmd.Process.Signal(sig)
 }
 
 // FreePort returns a loopback TCP port that was free a moment ago.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -116,7 +117,8 @@ func (s *Scheduler) start(ctx context.Context) error {
 	if s.gates != "" {
 		args = append(args, "--feature-gates="+s.gates)
 	}
-	p, err := StartProcess(s.dir, s.Name, s.bin, args...)
+	// Every scheduler the harness starts can dump its plugin's view (DumpView).
+	p, err := StartProcessEnv(s.dir, s.Name, s.bin, []string{DebugDumpDirEnv + "=" + s.DumpDir()}, args...)
 	if err != nil {
 		return err
 	}
@@ -156,6 +158,45 @@ func (s *Scheduler) Stop() { s.proc.Stop(10 * time.Second) }
 func (s *Scheduler) Running() bool {
 	exited, _ := s.proc.Exited()
 	return !exited
+}
+
+// DebugDumpDirEnv is the environment variable that makes ComputeDomainPlacement write its view
+// on SIGUSR1 (host-shim/go/pkg/computedomain/dump.go).
+const DebugDumpDirEnv = "CDPLACE_DEBUG_DUMP_DIR"
+
+// DumpDir is where the scheduler writes its view dumps.
+func (s *Scheduler) DumpDir() string { return filepath.Join(s.dir, s.Name+".dump") }
+
+// DumpView asks the scheduler for its plugin's view (SIGUSR1) and returns the dump of its first
+// ComputeDomainPlacement instance: the canonical JSON of the records it has sent to the policy,
+// one per object, sorted. Only for schedulers whose profile enables the plugin (without its
+// handler, SIGUSR1 ends the process).
+func (s *Scheduler) DumpView(ctx context.Context) ([]byte, error) {
+	path := filepath.Join(s.DumpDir(), "view-1.json")
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	if err := s.proc.Signal(syscall.SIGUSR1); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil {
+			return b, nil
+		}
+		if !os.IsNotExist(err) {
+			return nil, err
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%s wrote no view dump to %s within 10s; log: %s", s.Name, path, s.proc.LogPath)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // LogPath is where the scheduler writes its log.

@@ -4,8 +4,11 @@
 //! a bare JSON string or as `{"fault": "loop", "guestCallTimeout": "50ms", "guestMemoryLimitMiB":
 //! 16}` (the host fields, returned in the settings, so a test can run the host's limits from the
 //! arguments as in production); the fault fires in `pre-filter` for pods whose key starts with
-//! `fault/` (and in `status` while the view has such a pod), and every other pod is skipped, so a
-//! test can show that the host discards the broken instance and keeps serving.
+//! `fault/` (and in `status` while the view has such a pod). Pods in a namespace starting
+//! `fault-trap`, `fault-loop` or `fault-oom` get that fault whatever `configure` took, so a
+//! scheduler running the component with real plugin arguments (`guestPath`) shows every fault
+//! (e2e/drills_test.go). Every other pod is skipped, so a test can show that the host discards
+//! the broken instance and keeps serving.
 #![cfg_attr(target_arch = "wasm32", no_std)]
 
 #[cfg(target_arch = "wasm32")]
@@ -102,10 +105,12 @@ mod faulty {
         }
 
         fn pre_filter(pod: u32, _: Vec<OverlayOp>, _: i64) -> PreFilterResult {
-            let victim = STRINGS.0.borrow().get(pod as usize).is_some_and(|k| k.starts_with("fault/"));
-            if victim {
-                fire();
-            }
+            let fault = match STRINGS.0.borrow().get(pod as usize) {
+                Some(k) if k.starts_with("fault/") => FAULT.load(Ordering::Relaxed),
+                Some(k) => fault_of_namespace(k),
+                None => 0,
+            };
+            fire(fault);
             skipped()
         }
 
@@ -121,16 +126,16 @@ mod faulty {
         /// faulty component keeps no view).
         fn status(_: i64) -> FleetStatus {
             if STRINGS.0.borrow().iter().any(|k| k.starts_with("fault/")) {
-                fire();
+                fire(FAULT.load(Ordering::Relaxed));
             }
             FleetStatus { cliques: Vec::new(), domains: Vec::new(), largest_placeable: 0, reserved_trays: 0 }
         }
     }
 
-    /// Misbehaves as configured: traps, loops forever or allocates until stopped; returns when
-    /// no fault is configured.
-    fn fire() {
-        match FAULT.load(Ordering::Relaxed) {
+    /// Misbehaves as `fault` says: traps (1), loops forever (2) or allocates until stopped (3);
+    /// returns for any other value.
+    fn fire(fault: u8) {
+        match fault {
             1 => panic!("injected trap"),
             2 => {
                 let mut x: u64 = 0;
@@ -147,6 +152,16 @@ mod faulty {
             }
             _ => {}
         }
+    }
+
+    /// The fault a pod's namespace names whatever `configure` said, so one scheduler with real
+    /// plugin args can show every fault (the fault drills): `fault-trap…`, `fault-loop…`,
+    /// `fault-oom…`.
+    fn fault_of_namespace(key: &str) -> u8 {
+        [("fault-trap", 1), ("fault-loop", 2), ("fault-oom", 3)]
+            .iter()
+            .find(|(prefix, _)| key.starts_with(prefix))
+            .map_or(0, |&(_, f)| f)
     }
 
     fn skipped() -> PreFilterResult {

@@ -16,6 +16,7 @@
 //   - feed_objects.go, feed_pods.go: the feed per kind; which pods the view has.
 //   - informers.go: the informers the feed listens to.
 //   - crd.go: whether the ComputeDomain API is served.
+//   - dump.go: the view's debug dump on SIGUSR1 (CDPLACE_DEBUG_DUMP_DIR).
 //   - reuse.go: decision reuse across the pods of a domain.
 //   - steer.go: plain-pod steering (pods without a ComputeDomain).
 //   - workload_placement.go: the 1.37 workload cycle (GeneratePlacements, ScorePlacement).
@@ -193,6 +194,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	p.domainEvents = p.crd.served
 	p.startFleet(ctx)
+	startDebugDump(ctx, logger, f)
 	if !p.crd.served {
 		logger.Info("ComputeDomainPlacement: " + noCRDReason + "; ComputeDomain pods wait until it is, other pods are not affected")
 		if p.crd.client != nil {
