@@ -42,6 +42,7 @@ pub mod error;
 pub mod facts;
 mod member;
 mod nodes;
+mod pernode;
 pub mod preempt;
 mod reserve;
 pub mod size;
