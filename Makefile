@@ -187,6 +187,17 @@ bench-placement: scheduler e2e-binaries
 	cd e2e && $(GO) build -o ../$(E2E_BIN)/cdplace-bench-placement ./cmd/cdplace-bench-placement
 	$(E2E_BIN)/cdplace-bench-placement -repo .
 
+## soak: SOAK_MINUTES of bench-placement-rate churn through the shipped cdplace scheduler (seed 1,
+## 8 racks; bench-placement's trace stretched to that length with its arrival, plain-pod and
+## failure rates kept), sampling the scheduler's RSS and policy journal length
+## (target/bench/soak/seed-1/scheduler-rss.svg, journal-length.svg; results in docs/reliability.md)
+SOAK_MINUTES ?= 60
+.PHONY: soak
+soak: scheduler e2e-binaries
+	cd e2e && $(GO) build -o ../$(E2E_BIN)/cdplace-bench-placement ./cmd/cdplace-bench-placement
+	$(E2E_BIN)/cdplace-bench-placement -repo . -configs cdplace -seeds 1 -horizon $$(( $(SOAK_MINUTES) * 1080 )) \
+		-arrivals $$(( $(SOAK_MINUTES) * 36 )) -failures $$(( $(SOAK_MINUTES) / 3 + 1 )) -out target/bench/soak
+
 ## bench-e2e-smoke: both control-plane benchmarks at toy size, so they keep working (not timed)
 bench-e2e-smoke: scheduler e2e-binaries
 	cd e2e && $(GO) build -o ../$(E2E_BIN)/cdplace-bench-throughput ./cmd/cdplace-bench-throughput

@@ -399,6 +399,10 @@ func run(o options) (code int, err error) {
 				return 1, err
 			}
 			step("seed %d, %s: replaying the trace (%s)", tr.Spec.Seed, cfg.Name, describe(cfg, o.scale))
+			ropts.Scheduler = nil
+			if cfg.Profile == harness.Cdplace {
+				ropts.Scheduler = m.active
+			}
 			res, err := runConfig(ctx, env, cfg, tr, ropts)
 			if err != nil {
 				failed = true

@@ -175,8 +175,9 @@ func (r *runner) sample() Sample {
 	refusals := len(r.prep.Refusals())
 	pods, _ := r.pods.Pods(r.ns).List(labels.Everything())
 
+	rss, journal := r.memory()
 	r.mu.Lock()
-	s := Sample{T: r.since(now), StrandedGPUs: stranded, PrepareRefusals: refusals, Load1: load1()}
+	s := Sample{T: r.since(now), StrandedGPUs: stranded, PrepareRefusals: refusals, Load1: load1(), SchedulerRSSMiB: rss, JournalLength: journal}
 	s.TraceT = s.T * r.opts.Scale
 	occupied := map[string]bool{}
 	for _, p := range pods {
@@ -339,4 +340,29 @@ func (r *runner) markStalls(now time.Time, free map[string]int) {
 			}
 		}
 	}
+}
+
+// memoryEvery: the journal gauge is scraped every this many samples (a scrape costs the
+// scheduler a little; RSS, read from /proc, is taken every sample).
+const memoryEvery = 10
+
+// memory is the cdplace scheduler's RSS in MiB and, every memoryEvery calls, its journal
+// length; zeros without a cdplace scheduler or when a read fails.
+func (r *runner) memory() (rssMiB, journal float64) {
+	s := r.opts.Scheduler
+	if s == nil {
+		return 0, 0
+	}
+	if b, err := s.RSSBytes(); err == nil {
+		rssMiB = float64(b) / (1 << 20)
+	}
+	r.memorySamples++
+	if r.memorySamples%memoryEvery == 1 {
+		if g, err := harness.ScrapeGauges(r.ctx, s.MetricsURL(), "cdplace_journal_length"); err == nil {
+			for _, v := range g {
+				journal += v
+			}
+		}
+	}
+	return rssMiB, journal
 }

@@ -414,7 +414,7 @@ func writeOutputs(dir string, rep *Report) error {
 		return err
 	}
 
-	var alloc, useful, waiting []plot.Series
+	var alloc, useful, waiting, rss, journal []plot.Series
 	for _, c := range rep.Configs {
 		a := plot.Series{Name: c.Config}
 		u := plot.Series{Name: c.Config}
@@ -427,6 +427,18 @@ func writeOutputs(dir string, rep *Report) error {
 			q.X, q.Y = append(q.X, s.T), append(q.Y, float64(s.WaitingCDs))
 		}
 		alloc, useful, waiting = append(alloc, a), append(useful, u), append(waiting, q)
+		m, j := plot.Series{Name: c.Config}, plot.Series{Name: c.Config}
+		for _, s := range c.SampleLog {
+			if s.SchedulerRSSMiB > 0 {
+				m.X, m.Y = append(m.X, s.T), append(m.Y, s.SchedulerRSSMiB)
+			}
+			if s.JournalLength > 0 {
+				j.X, j.Y = append(j.X, s.T), append(j.Y, s.JournalLength)
+			}
+		}
+		if len(m.X) > 0 {
+			rss, journal = append(rss, m), append(journal, j)
+		}
 	}
 	// The bound of the first cdplace configuration, for reference (every configuration has its
 	// own; they differ only through which domains are present when).
@@ -449,6 +461,10 @@ func writeOutputs(dir string, rep *Report) error {
 		"allocation.svg":        plot.LineChart(title, x, "allocated GPUs / healthy GPUs", alloc),
 		"useful-allocation.svg": plot.LineChart("GPUs of complete ComputeDomains and plain pods over time", x, "useful GPUs / healthy GPUs", useful),
 		"waiting.svg":           plot.LineChart("ComputeDomains waiting (some pod unbound)", x, "domains", waiting),
+	}
+	if len(rss) > 0 {
+		charts["scheduler-rss.svg"] = plot.LineChart("cdplace scheduler resident memory", x, "RSS (MiB)", rss)
+		charts["journal-length.svg"] = plot.LineChart("cdplace policy journal length (cdplace_journal_length)", x, "deltas", journal)
 	}
 	for name, svg := range charts {
 		if err := os.WriteFile(filepath.Join(dir, name), svg, 0o644); err != nil {

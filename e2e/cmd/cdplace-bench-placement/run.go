@@ -34,6 +34,9 @@ type runOptions struct {
 	// scheduling cycle).
 	StallGrace time.Duration
 	Progress   time.Duration // how often a progress line is printed
+	// Scheduler is the process behind the cdplace profile (its RSS and journal are sampled);
+	// nil for the baseline.
+	Scheduler *harness.Scheduler
 }
 
 const gpusPerTray = 4
@@ -104,6 +107,7 @@ type runner struct {
 	samples    []Sample
 	errs       []string
 
+	memorySamples        int                // calls of memory()
 	preempted            map[types.UID]bool // victim pods seen (notePreemption)
 	plainGPUHoursEvicted float64
 }
@@ -141,6 +145,11 @@ type Sample struct {
 	// Load1 is the machine's 1-minute load average: the control plane, the schedulers and this
 	// program share the CPUs, so a busy machine delays scheduling (and shows here).
 	Load1 float64 `json:"load1"`
+	// The cdplace scheduler's resident set (MiB) and the length of its policy journal
+	// (cdplace_journal_length), for the soak; 0 for the baseline, and the journal is scraped
+	// every memoryEvery samples only (0 in between).
+	SchedulerRSSMiB float64 `json:"schedulerRssMiB,omitempty"`
+	JournalLength   float64 `json:"journalLength,omitempty"`
 }
 
 func (r *runner) since(t time.Time) float64 { return t.Sub(r.start).Seconds() }
