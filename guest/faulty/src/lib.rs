@@ -5,7 +5,8 @@
 //! 16}` (the host fields, returned in the settings, so a test can run the host's limits from the
 //! arguments as in production); the fault fires in `pre-filter` for pods whose key starts with
 //! `fault/`, and every other pod is skipped, so a test can show that the host discards the broken
-//! instance and keeps serving.
+//! instance and keeps serving. `"poison"` instead traps in `apply` on a pod whose key starts with
+//! `poison/` (one bad object in a batch), so a test can show the object is quarantined.
 #![cfg_attr(target_arch = "wasm32", no_std)]
 
 #[cfg(target_arch = "wasm32")]
@@ -63,6 +64,7 @@ mod faulty {
                 "trap" => 1,
                 "loop" => 2,
                 "oom" => 3,
+                "poison" => 4,
                 _ => 0,
             };
             FAULT.store(fault, Ordering::Relaxed);
@@ -71,6 +73,7 @@ mod faulty {
                 .and_then(|t| t.parse().ok())
                 .unwrap_or(2_000);
             let memory_limit_mib = number_field(args, "guestMemoryLimitMiB").unwrap_or(512);
+            let max_policy_instances = number_field(args, "maxPolicyInstances").unwrap_or(16);
             Ok(Settings {
                 clique_label: "nvidia.com/gpu.clique".into(),
                 gpu_resource_name: "nvidia.com/gpu".into(),
@@ -81,20 +84,30 @@ mod faulty {
                 call_timeout_ms,
                 memory_limit_mib,
                 plain_pod_steering: false,
+                max_policy_instances,
             })
         }
 
         fn apply(deltas: Vec<Delta>) -> Result<(), PolicyError> {
             let mut strings = STRINGS.0.borrow_mut();
+            let poison = FAULT.load(Ordering::Relaxed) == 4;
             for d in deltas {
-                if let Delta::Strings(list) = d {
-                    for (id, s) in list {
-                        let i = id as usize;
-                        if strings.len() <= i {
-                            strings.resize(i + 1, String::new());
+                match d {
+                    Delta::Strings(list) => {
+                        for (id, s) in list {
+                            let i = id as usize;
+                            if strings.len() <= i {
+                                strings.resize(i + 1, String::new());
+                            }
+                            strings[i] = s;
                         }
-                        strings[i] = s;
                     }
+                    Delta::UpsertPod(p)
+                        if poison && strings.get(p.key as usize).is_some_and(|k| k.starts_with("poison/")) =>
+                    {
+                        panic!("injected trap on a poison pod")
+                    }
+                    _ => {}
                 }
             }
             Ok(())

@@ -13,7 +13,7 @@ use crate::evaluator::Backend;
 use crate::extract::{self, Kind};
 use crate::facts::{self, Record};
 use crate::overlay::Overlay;
-use crate::pool::Pool;
+use crate::pool::{JournalBounds, Pool, Stats};
 use crate::preemption::{self, Preemption};
 use crate::runtime::Limits;
 use crate::settings::Settings;
@@ -132,6 +132,17 @@ impl Cluster {
     #[doc(hidden)]
     pub fn compact_strings_above(&self, n: usize) {
         self.pool.compact_strings_above(n);
+    }
+
+    /// Sets when the journal is cut (tests exercise the bounds with a few changes).
+    #[doc(hidden)]
+    pub fn bound_journal(&self, bounds: JournalBounds) {
+        self.pool.bound_journal(bounds);
+    }
+
+    /// How the journal and the policy instances stand now (cheap: two short locks).
+    pub fn stats(&self) -> Stats {
+        self.pool.stats()
     }
 
     /// How many strings are interned now.

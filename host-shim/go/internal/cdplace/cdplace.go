@@ -98,6 +98,7 @@ var (
 	ErrUnknownPod    = errors.New("cdplace: pod not in the cluster view")
 	ErrPanic         = errors.New("cdplace: library panicked")
 	ErrBadCall       = errors.New("cdplace: bad call")
+	ErrBusy          = errors.New("cdplace: every policy instance busy")
 )
 
 var sentinels = map[int]error{
@@ -111,6 +112,7 @@ var sentinels = map[int]error{
 	int(C.CDPLACE_ERROR_UNKNOWN_POD):    ErrUnknownPod,
 	int(C.CDPLACE_ERROR_PANIC):          ErrPanic,
 	int(C.CDPLACE_ERROR_BAD_CALL):       ErrBadCall,
+	int(C.CDPLACE_ERROR_BUSY):           ErrBusy,
 }
 
 // Error is a failure reported by the library: Kind is one of the sentinels, Message its

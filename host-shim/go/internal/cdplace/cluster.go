@@ -80,6 +80,8 @@ type Settings struct {
 	MemoryLimitMiB uint64 `json:"memoryLimitMiB"`
 	// PlainPodSteering: pods without a ComputeDomain are steered (Cluster.Steer).
 	PlainPodSteering bool `json:"plainPodSteering"`
+	// MaxPolicyInstances: most policy instances alive at once (maxPolicyInstances).
+	MaxPolicyInstances uint64 `json:"maxPolicyInstances"`
 }
 
 // Settings returns the validated arguments the host needs.
@@ -96,6 +98,26 @@ func (c *Cluster) Settings() (Settings, error) {
 		return Settings{}, fmt.Errorf("cdplace: decoding the cluster's settings: %w", err)
 	}
 	return s, nil
+}
+
+// Stats is how a cluster's journal and policy instances stand (cdplace_stats_t).
+type Stats struct {
+	// JournalLength is how many deltas are journaled for instances that are behind.
+	JournalLength uint64
+	// IdleInstances wait for a call; BusyInstances are in one.
+	IdleInstances, BusyInstances uint64
+}
+
+// Stats reads how the journal and the instances stand now (no guest call; cheap).
+func (c *Cluster) Stats() (Stats, error) {
+	var out C.cdplace_stats_t
+	c.cross()
+	err := take(C.cdplace_cluster_stats(c.ptr, &out))
+	runtime.KeepAlive(c)
+	if err != nil {
+		return Stats{}, err
+	}
+	return Stats{JournalLength: uint64(out.journal_length), IdleInstances: uint64(out.idle_instances), BusyInstances: uint64(out.busy_instances)}, nil
 }
 
 // ApplyFacts applies a packed facts batch (Batch.Bytes) in one call: decoded whole first, so a
