@@ -68,6 +68,7 @@ typedef struct cdplace_stats_t {
   uint64_t journal_length; /* deltas journaled for instances that are behind */
   uint64_t idle_instances; /* instances waiting for a call */
   uint64_t busy_instances; /* instances in a call */
+  uint64_t quarantined_objects; /* objects held out of the view: their facts trap the guest */
 } cdplace_stats_t;
 
 /** A scheduling framework status code, as the packed decision carries it (one byte). */
@@ -266,6 +267,17 @@ cdplace_error_t *cdplace_cluster_preempt(const cdplace_cluster_t *c, const char 
  * call: cheap enough for every metrics scrape). Thread-safe.
  */
 cdplace_error_t *cdplace_cluster_stats(const cdplace_cluster_t *c, cdplace_stats_t *out);
+
+/**
+ * Quarantine: when applying deltas to an instance traps the guest, the library applies a fresh
+ * snapshot one object at a time to find the object whose facts trap it, drops that object from
+ * the view until its next update or deletion, rebuilds every instance without it, and the call
+ * goes on. This writes the objects quarantined since the last call (each once) as JSON to *out
+ * (free with cdplace_bytes_delete): [{"kind": S, "namespace": S ("" when cluster-scoped),
+ * "name": S, "error": S}], kind one of Node, Pod, ResourceClaim, ResourceClaimTemplate,
+ * ComputeDomain, PodGroup, Owner. Thread-safe.
+ */
+cdplace_error_t *cdplace_cluster_take_quarantined(const cdplace_cluster_t *c, cdplace_bytes_t *out);
 
 #ifdef __cplusplus
 }

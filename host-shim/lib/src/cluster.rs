@@ -15,6 +15,7 @@ use crate::facts::{self, Record};
 use crate::overlay::Overlay;
 use crate::pool::{JournalBounds, Pool, Stats};
 use crate::preemption::{self, Preemption};
+use crate::quarantine::Quarantined;
 use crate::runtime::Limits;
 use crate::settings::Settings;
 use crate::{Error, Result};
@@ -50,7 +51,9 @@ impl Cluster {
     /// cdplace does not read; an object it cannot understand is an error naming it.
     pub fn apply(&self, obj: &Value) -> Result<bool> {
         let Some(o) = extract::extract(obj, &self.settings)? else { return Ok(false) };
-        self.pool.change(|st, out| st.apply(out, Record::Upsert(o)));
+        let r = Record::Upsert(o);
+        self.pool.lift(std::slice::from_ref(&r));
+        self.pool.change(|st, out| st.apply(out, r));
         Ok(true)
     }
 
@@ -59,6 +62,7 @@ impl Cluster {
     /// of it is applied.
     pub fn apply_facts(&self, batch: &[u8]) -> Result<()> {
         let records = facts::decode(batch)?;
+        self.pool.lift(&records);
         self.pool.change(|st, out| {
             for r in records {
                 st.apply(out, r);
@@ -70,6 +74,7 @@ impl Cluster {
     /// Removes an object.
     pub fn delete(&self, kind: Kind, namespace: &str, name: &str) {
         let r = Record::Remove { kind, namespace: namespace.to_string(), name: name.to_string() };
+        self.pool.lift(std::slice::from_ref(&r));
         self.pool.change(|st, out| st.apply(out, r));
     }
 
@@ -143,6 +148,12 @@ impl Cluster {
     /// How the journal and the policy instances stand now (cheap: two short locks).
     pub fn stats(&self) -> Stats {
         self.pool.stats()
+    }
+
+    /// The objects quarantined since the last call (each once): applying their facts trapped
+    /// the guest, so they are out of the view until their next update or deletion.
+    pub fn take_quarantined(&self) -> Vec<Quarantined> {
+        self.pool.take_quarantined()
     }
 
     /// How many strings are interned now.

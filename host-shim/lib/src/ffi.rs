@@ -51,6 +51,7 @@ pub struct cdplace_stats_t {
     pub journal_length: u64,
     pub idle_instances: u64,
     pub busy_instances: u64,
+    pub quarantined_objects: u64,
 }
 
 /// Error kinds (`cdplace_error_kind_t`), stable numbers.
@@ -475,9 +476,31 @@ pub unsafe extern "C" fn cdplace_cluster_stats(
             journal_length: s.journal_length as u64,
             idle_instances: s.idle_instances as u64,
             busy_instances: s.busy_instances as u64,
+            quarantined_objects: s.quarantined_objects as u64,
         };
         // SAFETY: `out` is non-null and writable.
         unsafe { out.write(stats) };
         Ok(())
+    })
+}
+
+/// The objects quarantined since the last call, as JSON to `out`: `[{"kind", "namespace",
+/// "name", "error"}]` (each object once).
+///
+/// # Safety
+/// `c` must be a live cluster; `out` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cdplace_cluster_take_quarantined(
+    c: *const cdplace_cluster_t,
+    out: *mut cdplace_bytes_t,
+) -> *mut cdplace_error_t {
+    guard(|| {
+        // SAFETY: per the contract above.
+        let c = unsafe { cluster(c)? };
+        if out.is_null() {
+            return Err(bad_call("out is NULL"));
+        }
+        let json = serde_json::to_vec(&c.take_quarantined()).expect("quarantined objects serialize");
+        give(out, json)
     })
 }

@@ -13,6 +13,8 @@
 //!   back) are rebuilt from a snapshot at their next checkout;
 //! - live instances (idle and checked out): at most `maxPolicyInstances`; a call that finds
 //!   them all busy waits for one within its deadline, then fails with [`Error::Busy`];
+//! - bad objects: when applying deltas traps the guest, the object that traps it alone is found
+//!   and quarantined (see [`crate::quarantine`]); every instance is then rebuilt without it;
 //! - time: one deadline (`guestCallTimeout`) covers the whole call: waiting for an instance,
 //!   instantiating and configuring it, applying a snapshot or catching up, the decision, and the
 //!   retries after a string compaction.
@@ -24,7 +26,9 @@ use std::time::{Duration, Instant};
 use cdplace_policy::PreFilterResult;
 
 use crate::evaluator::{Backend, Evaluator, wit::Delta};
+use crate::facts::Record;
 use crate::overlay::Overlay;
+use crate::quarantine::{self, Quarantine, Quarantined};
 use crate::runtime::Limits;
 use crate::settings::Settings;
 use crate::state::State;
@@ -64,6 +68,8 @@ pub struct Stats {
     pub idle_instances: usize,
     /// Instances in a call (checked out).
     pub busy_instances: usize,
+    /// Objects held out of the view because they trap the guest.
+    pub quarantined_objects: usize,
 }
 
 /// The state and the journal of its changes, under one lock.
@@ -170,6 +176,17 @@ impl Shared {
         }
     }
 
+    /// Forgets every instance (each is rebuilt from a snapshot): the journal may hold facts no
+    /// instance must see again.
+    fn invalidate(&mut self) {
+        let end = self.end();
+        self.journal.clear();
+        self.stamps.clear();
+        self.base = end;
+        self.positions.clear();
+        self.generation += 1;
+    }
+
     /// Compacts the strings when they have grown past the threshold; true when it did (every
     /// instance must then be replaced).
     fn maybe_compact(&mut self) -> bool {
@@ -216,6 +233,7 @@ pub(crate) struct Pool {
     slots: Mutex<Slots>,
     /// Signalled when an instance is checked in or discarded.
     freed: Condvar,
+    quarantine: Mutex<Quarantine>,
 }
 
 impl Pool {
@@ -243,6 +261,7 @@ impl Pool {
             shared: Mutex::new(shared),
             slots: Mutex::new(Slots::default()),
             freed: Condvar::new(),
+            quarantine: Mutex::new(Quarantine::default()),
         };
         if limits == Limits::default() {
             // Keep the instance that validated the arguments; any other runs under other limits.
@@ -261,6 +280,24 @@ impl Pool {
 
     pub fn shared(&self) -> MutexGuard<'_, Shared> {
         self.shared.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn quarantine(&self) -> MutexGuard<'_, Quarantine> {
+        self.quarantine.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records about to be applied: an update or deletion of a quarantined object lifts its
+    /// quarantine.
+    pub fn lift(&self, records: &[Record]) {
+        let mut q = self.quarantine();
+        for r in records {
+            q.lift(r);
+        }
+    }
+
+    /// The objects quarantined since the last call.
+    pub fn take_quarantined(&self) -> Vec<Quarantined> {
+        self.quarantine().take_unreported()
     }
 
     fn slots(&self) -> MutexGuard<'_, Slots> {
@@ -316,8 +353,14 @@ impl Pool {
     /// How the journal and the instances stand now.
     pub fn stats(&self) -> Stats {
         let journal_length = self.shared().journal.len();
+        let quarantined_objects = self.quarantine().len();
         let slots = self.slots();
-        Stats { journal_length, idle_instances: slots.idle.len(), busy_instances: slots.live - slots.idle.len() }
+        Stats {
+            journal_length,
+            idle_instances: slots.idle.len(),
+            busy_instances: slots.live - slots.idle.len(),
+            quarantined_objects,
+        }
     }
 
     /// A new instance (its slot already taken), configured and given a snapshot before `deadline`.
@@ -340,15 +383,76 @@ impl Pool {
     /// An instance caught up with the journal before `deadline`: an idle one, else a new one
     /// while fewer than `maxPolicyInstances` live, else the first one checked in (or
     /// [`Error::Busy`] at the deadline). Any failure frees the slot.
+    /// A trap while applying deltas quarantines the object that causes it and tries once more.
     fn checkout(&self, deadline: Instant) -> Result<Lease> {
-        let r = match self.take_slot(deadline)? {
-            Some(lease) => self.catch_up(lease, deadline),
-            None => self.fresh(deadline),
-        };
-        if r.is_err() {
+        let mut isolated = false;
+        loop {
+            let r = match self.take_slot(deadline)? {
+                Some(lease) => self.catch_up(lease, deadline),
+                None => self.fresh(deadline),
+            };
+            let e = match r {
+                Ok(lease) => return Ok(lease),
+                Err(e) => e,
+            };
             self.discard();
+            if isolated || !matches!(e, Error::Trap { .. }) || !self.isolate(deadline) {
+                return Err(e);
+            }
+            isolated = true;
         }
-        r
+    }
+
+    /// After a trap while applying deltas: finds the object whose facts trap a new instance on
+    /// their own, quarantines it (drops it from the view, every instance to be rebuilt without
+    /// it) and reports it; false when no single object does (the trap is not an object's).
+    fn isolate(&self, deadline: Instant) -> bool {
+        // The search instance takes a slot like any other (an idle one gives its slot up).
+        match self.take_slot(deadline) {
+            Err(_) => return false,
+            Ok(Some(idle)) => self.shared().release(idle.pos, idle.generation),
+            Ok(None) => {}
+        }
+        let found = self.find_poison(deadline);
+        self.discard();
+        let Some(((kind, namespace, name), e)) = found else { return false };
+        let error = crate::error::chain(&e);
+        tracing::warn!(kind = kind.as_str(), %namespace, %name, %error, "cdplace: object quarantined: applying its facts traps the policy guest");
+        self.quarantine().hold(kind, namespace.clone(), name.clone(), error);
+        self.change(|st, out| st.apply(out, Record::Remove { kind, namespace, name }));
+        self.shared().invalidate();
+        self.drop_idle(|_| true);
+        true
+    }
+
+    /// Applies a snapshot one delta at a time on a new instance; the object of the first delta
+    /// that traps, with the trap.
+    fn find_poison(&self, deadline: Instant) -> Option<((crate::Kind, String, String), Error)> {
+        let (snapshot, generation) = {
+            let mut sh = self.shared();
+            (sh.state.snapshot(), sh.generation)
+        };
+        let mut instance = self.backend.clone().evaluator(self.limits).ok()?;
+        instance.set_deadline(deadline);
+        instance.configure(&self.args).ok()?;
+        // Reset and the strings first, then each fact on its own.
+        let facts = snapshot.iter().position(|d| quarantine::object_of(d, &self.shared().state.interner).is_some());
+        let (head, facts) = snapshot.split_at(facts.unwrap_or(snapshot.len()));
+        instance.apply(head).ok()?;
+        for d in facts {
+            match instance.apply(std::slice::from_ref(d)) {
+                Ok(()) => {}
+                Err(e @ Error::Trap { .. }) => {
+                    let sh = self.shared();
+                    if sh.generation != generation {
+                        return None; // the strings were compacted meanwhile: ids moved
+                    }
+                    return quarantine::object_of(d, &sh.state.interner).map(|o| (o, e));
+                }
+                Err(_) => return None,
+            }
+        }
+        None
     }
 
     /// An idle instance, or None with a slot taken for a new one.

@@ -135,7 +135,7 @@ fn an_idle_instance_does_not_pin_the_journal_past_its_length_bound() {
     assert!(peak <= 24, "the journal grew to {peak} entries");
     // The next call rebuilds an instance from a snapshot and decides as before.
     assert_eq!(c.pre_filter("ns", "p0", &[]).unwrap(), before);
-    assert_eq!(c.stats(), Stats { journal_length: 0, idle_instances: 1, busy_instances: 0 });
+    assert_eq!(c.stats(), Stats { journal_length: 0, idle_instances: 1, busy_instances: 0, ..Stats::default() });
 }
 
 #[test]
@@ -147,7 +147,7 @@ fn the_journal_is_cut_when_its_oldest_entry_passes_its_age_bound() {
     assert!(c.stats().journal_length >= 6, "{:?}", c.stats());
     std::thread::sleep(Duration::from_millis(80));
     churn(&c, 1);
-    assert_eq!(c.stats(), Stats { journal_length: 0, idle_instances: 0, busy_instances: 0 });
+    assert_eq!(c.stats(), Stats { journal_length: 0, idle_instances: 0, busy_instances: 0, ..Stats::default() });
     assert_eq!(c.pre_filter("ns", "p0", &[]).unwrap(), before);
 }
 
@@ -168,7 +168,7 @@ fn a_checked_out_instance_behind_a_cut_is_rebuilt_not_caught_up() {
     gate.set(false);
     call.join().unwrap();
     // Behind the cut: not kept at check-in.
-    assert_eq!(c.stats(), Stats { journal_length: 0, idle_instances: 0, busy_instances: 0 });
+    assert_eq!(c.stats(), Stats { journal_length: 0, idle_instances: 0, busy_instances: 0, ..Stats::default() });
     let fresh = cluster_on(native::backend(), "");
     churn(&fresh, 20);
     assert_eq!(c.pre_filter("ns", "p1", &[]).unwrap(), fresh.pre_filter("ns", "p1", &[]).unwrap());
