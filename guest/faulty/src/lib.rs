@@ -5,8 +5,9 @@
 //! 16}` (the host fields, returned in the settings, so a test can run the host's limits from the
 //! arguments as in production); the fault fires in `pre-filter` for pods whose key starts with
 //! `fault/`, and every other pod is skipped, so a test can show that the host discards the broken
-//! instance and keeps serving. `"poison"` instead traps in `apply` on a pod whose key starts with
-//! `poison/` (one bad object in a batch), so a test can show the object is quarantined.
+//! instance and keeps serving. In every mode, `apply` traps on a pod whose name starts with
+//! `poison` (one bad object in a batch, whatever the arguments, so tests through the scheduler
+//! can use it), so a test can show that the object is quarantined and decisions go on.
 #![cfg_attr(target_arch = "wasm32", no_std)]
 
 #[cfg(target_arch = "wasm32")]
@@ -64,7 +65,6 @@ mod faulty {
                 "trap" => 1,
                 "loop" => 2,
                 "oom" => 3,
-                "poison" => 4,
                 _ => 0,
             };
             FAULT.store(fault, Ordering::Relaxed);
@@ -90,7 +90,6 @@ mod faulty {
 
         fn apply(deltas: Vec<Delta>) -> Result<(), PolicyError> {
             let mut strings = STRINGS.0.borrow_mut();
-            let poison = FAULT.load(Ordering::Relaxed) == 4;
             for d in deltas {
                 match d {
                     Delta::Strings(list) => {
@@ -103,7 +102,10 @@ mod faulty {
                         }
                     }
                     Delta::UpsertPod(p)
-                        if poison && strings.get(p.key as usize).is_some_and(|k| k.starts_with("poison/")) =>
+                        if strings
+                            .get(p.key as usize)
+                            .and_then(|k| k.split_once('/'))
+                            .is_some_and(|(_, name)| name.starts_with("poison")) =>
                     {
                         panic!("injected trap on a poison pod")
                     }

@@ -73,6 +73,12 @@ var (
 		Help:           "Live policy instances by state (idle, busy), after the last policy call; at most maxPolicyInstances in all.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"state"})
+	quarantinedObjects = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "quarantined_objects_total",
+		Help:           "Objects dropped from the policy's view because applying their facts trapped the guest, by kind (until their next update).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"kind"})
 )
 
 var registerMetrics sync.Once
@@ -82,7 +88,7 @@ var registerMetrics sync.Once
 func RegisterMetrics() {
 	registerMetrics.Do(func() {
 		legacyregistry.MustRegister(policyCallDuration, policyCallErrors, decisionsTotal, gangPreemptions, gangPreemptionVictims, gangPreemptionGPUs,
-			journalLength, policyInstances)
+			journalLength, policyInstances, quarantinedObjects)
 	})
 }
 

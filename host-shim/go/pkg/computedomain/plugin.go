@@ -73,6 +73,8 @@ type Plugin struct {
 	// (registering them otherwise would hold the scheduler's start on an informer that never
 	// syncs).
 	domainEvents bool
+	// logger is the factory's (quarantine.go logs through it outside a cycle's context).
+	logger klog.Logger
 }
 
 var (
@@ -168,7 +170,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, err
 	}
 	p := &Plugin{handle: h, cluster: cluster, keys: settings.Keys, feed: f, reuse: newDecisions(func() time.Time { return timeNow() }),
-		steering: settings.PlainPodSteering, dyn: in.dyn}
+		steering: settings.PlainPodSteering, dyn: in.dyn, logger: logger}
 	if sif := h.SharedInformerFactory(); sif != nil {
 		p.pdbs = sif.Policy().V1().PodDisruptionBudgets().Lister()
 	}

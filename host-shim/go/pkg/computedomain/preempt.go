@@ -99,7 +99,7 @@ func (p *Plugin) gangPreempt(ctx context.Context, pod *v1.Pod, domain string) (*
 	start := time.Now()
 	pr, err := p.cluster.Preempt(pod.Namespace, pod.Name)
 	observeCall(callPreempt, start, err)
-	observeStats(p.cluster)
+	p.afterCall()
 	if err != nil {
 		gangPreemptions.WithLabelValues("error").Inc()
 		return nil, fwk.AsStatus(fmt.Errorf("computedomain gang preemption failed for pod %s/%s: %w", pod.Namespace, pod.Name, err))

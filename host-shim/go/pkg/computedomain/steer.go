@@ -89,7 +89,7 @@ func (p *Plugin) steer(ctx context.Context, cs fwk.CycleState, pod *v1.Pod) *fwk
 		start := time.Now()
 		d, err = p.cluster.Steer(gpus)
 		observeCall(callSteer, start, err)
-		observeStats(p.cluster)
+		p.afterCall()
 		if err != nil {
 			// Steering is advice: a failing policy must not stop plain pods; this one is
 			// placed as by the stock profile.
