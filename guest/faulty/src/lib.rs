@@ -7,7 +7,9 @@
 //! `fault/`, and every other pod is skipped, so a test can show that the host discards the broken
 //! instance and keeps serving. In every mode, `apply` traps on a pod whose name starts with
 //! `poison` (one bad object in a batch, whatever the arguments, so tests through the scheduler
-//! can use it), so a test can show that the object is quarantined and decisions go on.
+//! can use it), so a test can show that the object is quarantined and decisions go on; and
+//! `pre-filter` traps, in every mode, for a pod whose name starts with `trap` (repeated guest
+//! failures through the scheduler, for the breaker).
 #![cfg_attr(target_arch = "wasm32", no_std)]
 
 #[cfg(target_arch = "wasm32")]
@@ -116,7 +118,13 @@ mod faulty {
         }
 
         fn pre_filter(pod: u32, _: Vec<OverlayOp>, _: i64) -> PreFilterResult {
-            let victim = STRINGS.0.borrow().get(pod as usize).is_some_and(|k| k.starts_with("fault/"));
+            let strings = STRINGS.0.borrow();
+            let key = strings.get(pod as usize).map_or("", String::as_str);
+            if key.split_once('/').is_some_and(|(_, name)| name.starts_with("trap")) {
+                panic!("injected trap on a trap pod");
+            }
+            let victim = key.starts_with("fault/");
+            drop(strings);
             let fault = if victim { FAULT.load(Ordering::Relaxed) } else { 0 };
             match fault {
                 1 => panic!("injected trap"),

@@ -5,8 +5,9 @@
 // batch CDF1 (facts.go), the packed overlay and the packed decision CDP3 (decision.go). A guest
 // trap, timeout or memory exhaustion is an error value, never a crash of the scheduler.
 //
-// Every call into C is counted (Crossings, Cluster.Crossings), so tests can prove what does not
-// cross.
+// Every call into C that carries facts or asks the policy is counted (Crossings,
+// Cluster.Crossings), so tests can prove what does not cross; the bookkeeping reads after a
+// call (Cluster.Stats, Cluster.TakeQuarantined: no facts, no guest call) are not.
 package cdplace
 
 /*

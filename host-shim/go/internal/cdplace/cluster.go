@@ -125,7 +125,6 @@ type Quarantined struct {
 // TakeQuarantined returns the objects quarantined since the last call, each once.
 func (c *Cluster) TakeQuarantined() ([]Quarantined, error) {
 	var out C.cdplace_bytes_t
-	c.cross()
 	err := take(C.cdplace_cluster_take_quarantined(c.ptr, &out))
 	runtime.KeepAlive(c)
 	if err != nil {
@@ -141,7 +140,6 @@ func (c *Cluster) TakeQuarantined() ([]Quarantined, error) {
 // Stats reads how the journal and the instances stand now (no guest call; cheap).
 func (c *Cluster) Stats() (Stats, error) {
 	var out C.cdplace_stats_t
-	c.cross()
 	err := take(C.cdplace_cluster_stats(c.ptr, &out))
 	runtime.KeepAlive(c)
 	if err != nil {

@@ -79,6 +79,12 @@ var (
 		Help:           "Objects dropped from the policy's view because applying their facts trapped the guest, by kind (until their next update).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"kind"})
+	breakerOpen = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "breaker_open",
+		Help:           "1 while the policy breaker is open or half-open after repeated guest failures (ComputeDomain pods rejected, plain pods not steered), else 0.",
+		StabilityLevel: metrics.ALPHA,
+	})
 )
 
 var registerMetrics sync.Once
@@ -88,7 +94,7 @@ var registerMetrics sync.Once
 func RegisterMetrics() {
 	registerMetrics.Do(func() {
 		legacyregistry.MustRegister(policyCallDuration, policyCallErrors, decisionsTotal, gangPreemptions, gangPreemptionVictims, gangPreemptionGPUs,
-			journalLength, policyInstances, quarantinedObjects)
+			journalLength, policyInstances, quarantinedObjects, breakerOpen)
 	})
 }
 

@@ -99,6 +99,7 @@ func (p *Plugin) gangPreempt(ctx context.Context, pod *v1.Pod, domain string) (*
 	start := time.Now()
 	pr, err := p.cluster.Preempt(pod.Namespace, pod.Name)
 	observeCall(callPreempt, start, err)
+	p.breaker.record(p.logger, err)
 	p.afterCall()
 	if err != nil {
 		gangPreemptions.WithLabelValues("error").Inc()
