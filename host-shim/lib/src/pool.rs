@@ -70,6 +70,8 @@ pub struct Stats {
     pub busy_instances: usize,
     /// Objects held out of the view because they trap the guest.
     pub quarantined_objects: usize,
+    /// The largest linear memory of an idle instance, in bytes (0 when none or unknown).
+    pub largest_instance_bytes: usize,
 }
 
 /// The state and the journal of its changes, under one lock.
@@ -360,6 +362,7 @@ impl Pool {
             idle_instances: slots.idle.len(),
             busy_instances: slots.live - slots.idle.len(),
             quarantined_objects,
+            largest_instance_bytes: slots.idle.iter().filter_map(|l| l.instance.memory_bytes()).max().unwrap_or(0),
         }
     }
 

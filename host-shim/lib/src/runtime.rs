@@ -46,6 +46,8 @@ struct StoreState {
     memory_bytes: usize,
     /// Set when the guest asked for more memory than allowed.
     denied: bool,
+    /// The largest linear memory granted so far.
+    peak: usize,
 }
 
 impl ResourceLimiter for StoreState {
@@ -54,6 +56,7 @@ impl ResourceLimiter for StoreState {
             self.denied = true;
             return Ok(false);
         }
+        self.peak = self.peak.max(desired);
         Ok(true)
     }
 
@@ -142,7 +145,8 @@ impl Runtime {
 
     /// A fresh instance whose calls run under `limits`.
     pub fn instantiate(self: &Arc<Self>, limits: Limits) -> Result<GuestInstance> {
-        let mut store = Store::new(&self.engine, StoreState { memory_bytes: limits.memory_bytes, denied: false });
+        let mut store =
+            Store::new(&self.engine, StoreState { memory_bytes: limits.memory_bytes, denied: false, peak: 0 });
         store.limiter(|s| s as &mut dyn ResourceLimiter);
         store.epoch_deadline_trap();
         store.set_epoch_deadline(deadline_ticks(limits));
@@ -191,6 +195,11 @@ impl GuestInstance {
     /// The limits its calls run under.
     pub fn limits(&self) -> Limits {
         self.limits
+    }
+
+    /// The instance's linear memory now (it never shrinks), in bytes.
+    pub fn linear_memory_bytes(&self) -> usize {
+        self.store.data().peak
     }
 
     /// Every later call must end by `until` as well as within the limits' deadline.

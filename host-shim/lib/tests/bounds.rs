@@ -141,11 +141,11 @@ fn an_idle_instance_does_not_pin_the_journal_past_its_length_bound() {
 #[test]
 fn the_journal_is_cut_when_its_oldest_entry_passes_its_age_bound() {
     let c = cluster_on(native::backend(), "");
-    c.bound_journal(JournalBounds { max_len: 100_000, max_age: Duration::from_millis(50) });
+    c.bound_journal(JournalBounds { max_len: 100_000, max_age: Duration::from_millis(500) });
     let before = c.pre_filter("ns", "p0", &[]).unwrap();
     churn(&c, 3);
     assert!(c.stats().journal_length >= 6, "{:?}", c.stats());
-    std::thread::sleep(Duration::from_millis(80));
+    std::thread::sleep(Duration::from_millis(600));
     churn(&c, 1);
     assert_eq!(c.stats(), Stats { journal_length: 0, idle_instances: 0, busy_instances: 0, ..Stats::default() });
     assert_eq!(c.pre_filter("ns", "p0", &[]).unwrap(), before);
@@ -256,6 +256,6 @@ fn the_wait_for_an_instance_counts_against_the_call_deadline() {
     // Its deadline is one timeout after it started (the thread starts a little after
     // `waiter_start`), though it got the instance 300 ms later.
     let after_start = waiter_deadline.duration_since(waiter_start);
-    assert!(after_start < Duration::from_millis(1_200), "deadline {after_start:?} after the call started");
-    assert!(after_start >= Duration::from_millis(900), "deadline {after_start:?} after the call started");
+    assert!(after_start < Duration::from_millis(1_290), "deadline {after_start:?} after the call started");
+    assert!(after_start >= Duration::from_millis(1_000), "deadline {after_start:?} after the call started");
 }
