@@ -58,6 +58,7 @@ impl bindings::Guest for Policy {
             call_timeout_ms: args.call_timeout_ms(),
             memory_limit_mib: args.guest_memory_limit_mib,
             plain_pod_steering: args.plain_pod_steering,
+            max_policy_instances: args.max_policy_instances,
         };
         with_view(|v| v.set_args(args));
         Ok(settings)

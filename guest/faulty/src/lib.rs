@@ -8,7 +8,11 @@
 //! `fault-trap`, `fault-loop` or `fault-oom` get that fault whatever `configure` took, so a
 //! scheduler running the component with real plugin arguments (`guestPath`) shows every fault
 //! (e2e/drills_test.go). Every other pod is skipped, so a test can show that the host discards
-//! the broken instance and keeps serving.
+//! the broken instance and keeps serving. In every mode, `apply` traps on a pod whose name starts
+//! with `poison` (one bad object in a batch, whatever the arguments, so tests through the
+//! scheduler can use it), so a test can show that the object is quarantined and decisions go on;
+//! and `pre-filter` traps, in every mode, for a pod whose name starts with `trap` (repeated guest
+//! failures through the scheduler, for the breaker).
 #![cfg_attr(target_arch = "wasm32", no_std)]
 
 #[cfg(target_arch = "wasm32")]
@@ -75,6 +79,7 @@ mod faulty {
                 .and_then(|t| t.parse().ok())
                 .unwrap_or(2_000);
             let memory_limit_mib = number_field(args, "guestMemoryLimitMiB").unwrap_or(512);
+            let max_policy_instances = number_field(args, "maxPolicyInstances").unwrap_or(16);
             Ok(Settings {
                 clique_label: "nvidia.com/gpu.clique".into(),
                 gpu_resource_name: "nvidia.com/gpu".into(),
@@ -85,31 +90,45 @@ mod faulty {
                 call_timeout_ms,
                 memory_limit_mib,
                 plain_pod_steering: false,
+                max_policy_instances,
             })
         }
 
         fn apply(deltas: Vec<Delta>) -> Result<(), PolicyError> {
             let mut strings = STRINGS.0.borrow_mut();
             for d in deltas {
-                if let Delta::Strings(list) = d {
-                    for (id, s) in list {
-                        let i = id as usize;
-                        if strings.len() <= i {
-                            strings.resize(i + 1, String::new());
+                match d {
+                    Delta::Strings(list) => {
+                        for (id, s) in list {
+                            let i = id as usize;
+                            if strings.len() <= i {
+                                strings.resize(i + 1, String::new());
+                            }
+                            strings[i] = s;
                         }
-                        strings[i] = s;
                     }
+                    Delta::UpsertPod(p)
+                        if strings
+                            .get(p.key as usize)
+                            .and_then(|k| k.split_once('/'))
+                            .is_some_and(|(_, name)| name.starts_with("poison")) =>
+                    {
+                        panic!("injected trap on a poison pod")
+                    }
+                    _ => {}
                 }
             }
             Ok(())
         }
 
         fn pre_filter(pod: u32, _: Vec<OverlayOp>, _: i64) -> PreFilterResult {
-            let fault = match STRINGS.0.borrow().get(pod as usize) {
-                Some(k) if k.starts_with("fault/") => FAULT.load(Ordering::Relaxed),
-                Some(k) => fault_of_namespace(k),
-                None => 0,
-            };
+            let strings = STRINGS.0.borrow();
+            let key = strings.get(pod as usize).map_or("", String::as_str);
+            if key.split_once('/').is_some_and(|(_, name)| name.starts_with("trap")) {
+                panic!("injected trap on a trap pod");
+            }
+            let fault = if key.starts_with("fault/") { FAULT.load(Ordering::Relaxed) } else { fault_of_namespace(key) };
+            drop(strings);
             fire(fault);
             skipped()
         }

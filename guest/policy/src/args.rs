@@ -97,6 +97,10 @@ pub struct Args {
     /// Most memory one policy instance may use, in MiB.
     #[serde(default = "default_memory_limit", rename = "guestMemoryLimitMiB")]
     pub guest_memory_limit_mib: u32,
+    /// Most policy instances alive at once (idle and in a call): a call that finds them all
+    /// busy waits for one within its deadline. Each may use up to `guestMemoryLimitMiB`.
+    #[serde(default = "default_max_instances")]
+    pub max_policy_instances: u32,
 }
 
 /// `sizeSettleSeconds` when unset.
@@ -111,6 +115,11 @@ pub const MAX_RESERVATION_AFTER_SECONDS: u32 = 86_400;
 pub const DEFAULT_CALL_TIMEOUT_MS: u32 = 2_000;
 /// `guestMemoryLimitMiB` when unset.
 pub const DEFAULT_MEMORY_LIMIT_MIB: u32 = 512;
+/// `maxPolicyInstances` when unset: kube-scheduler's default `parallelism` (16 pods are scheduled
+/// at once, so 16 calls can be in flight).
+pub const DEFAULT_MAX_POLICY_INSTANCES: u32 = 16;
+/// Largest `maxPolicyInstances` accepted.
+pub const MAX_POLICY_INSTANCES: u32 = 256;
 
 fn default_clique_label() -> String {
     "nvidia.com/gpu.clique".into()
@@ -144,6 +153,9 @@ fn default_call_timeout() -> String {
 }
 fn default_memory_limit() -> u32 {
     DEFAULT_MEMORY_LIMIT_MIB
+}
+fn default_max_instances() -> u32 {
+    DEFAULT_MAX_POLICY_INSTANCES
 }
 
 /// A duration of the Go form the scheduler's config uses for durations of this size
@@ -239,6 +251,15 @@ impl Args {
                 "guestMemoryLimitMiB",
                 &self.guest_memory_limit_mib.to_string(),
                 "must be between 16 and 65536",
+            ));
+        }
+        if !(1..=MAX_POLICY_INSTANCES).contains(&self.max_policy_instances) {
+            return Err(bad(
+                "maxPolicyInstances",
+                &self.max_policy_instances.to_string(),
+                &format!(
+                    "must be between 1 and {MAX_POLICY_INSTANCES} (set it to the scheduler's parallelism; each instance may use guestMemoryLimitMiB)"
+                ),
             ));
         }
         if let Some(p) = &self.guest_path
@@ -384,6 +405,14 @@ mod tests {
         );
         let e = Args::parse(r#"{"guestCallTimeout":"2m"}"#).unwrap_err();
         assert!(e.to_string().ends_with("must be between 1ms and 1m"), "{e}");
+        assert_eq!(Args::default().max_policy_instances, DEFAULT_MAX_POLICY_INSTANCES);
+        assert_eq!(Args::parse(r#"{"maxPolicyInstances":1}"#).unwrap().max_policy_instances, 1);
+        let e = Args::parse(r#"{"maxPolicyInstances":0}"#).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid plugin args: maxPolicyInstances: Invalid value: \"0\": must be between 1 and 256 (set it to the scheduler's parallelism; each instance may use guestMemoryLimitMiB)"
+        );
+        assert!(Args::parse(r#"{"maxPolicyInstances":257}"#).is_err());
         let e = Args::parse(r#"{"guestMemoryLimitMiB":8}"#).unwrap_err();
         assert_eq!(
             e.to_string(),

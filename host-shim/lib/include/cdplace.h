@@ -58,8 +58,18 @@ typedef enum cdplace_error_kind_t {
   CDPLACE_ERROR_INVALID_INPUT = 7,  /* the guest rejected input (a host bug) */
   CDPLACE_ERROR_UNKNOWN_POD = 8,    /* a call named a pod the view does not have */
   CDPLACE_ERROR_PANIC = 9,          /* a bug in the library, caught at the boundary */
-  CDPLACE_ERROR_BAD_CALL = 10       /* NULL pointers, bad UTF-8, a malformed batch or overlay */
+  CDPLACE_ERROR_BAD_CALL = 10,      /* NULL pointers, bad UTF-8, a malformed batch or overlay */
+  CDPLACE_ERROR_BUSY = 11           /* all maxPolicyInstances instances stayed busy until the
+                                       call's deadline; retry later */
 } cdplace_error_kind_t;
+
+/** How a cluster's journal and policy instances stand (cdplace_cluster_stats). */
+typedef struct cdplace_stats_t {
+  uint64_t journal_length; /* deltas journaled for instances that are behind */
+  uint64_t idle_instances; /* instances waiting for a call */
+  uint64_t busy_instances; /* instances in a call */
+  uint64_t quarantined_objects; /* objects held out of the view: their facts trap the guest */
+} cdplace_stats_t;
 
 /** A scheduling framework status code, as the packed decision carries it (one byte). */
 typedef enum cdplace_code_t {
@@ -214,8 +224,11 @@ cdplace_error_t *cdplace_cluster_forget(const cdplace_cluster_t *c, const char *
  * Filter(node) = status if not Success, else nodes[node], else cliques[label], else other;
  * Score(node) = cliques[label].score, else other's score, when Filter(node) is Success.
  * Errors: CDPLACE_ERROR_UNKNOWN_POD; CDPLACE_ERROR_TRAP, _TIMEOUT, _OUT_OF_MEMORY (the instance is
- * discarded and the next call uses a fresh one); CDPLACE_ERROR_BAD_CALL for a malformed overlay.
- * Thread-safe: concurrent calls run on separate guest instances.
+ * discarded and the next call uses a fresh one); CDPLACE_ERROR_BUSY when all maxPolicyInstances
+ * instances stayed in calls until the deadline; CDPLACE_ERROR_BAD_CALL for a malformed overlay.
+ * One deadline (guestCallTimeout) covers the whole call: waiting for an instance, making one
+ * from a snapshot or catching one up, and the decision.
+ * Thread-safe: concurrent calls run on separate guest instances (at most maxPolicyInstances).
  */
 cdplace_error_t *cdplace_cluster_pre_filter(const cdplace_cluster_t *c, const char *ns, size_t ns_len,
                                             const char *name, size_t name_len, const uint8_t *overlay,
@@ -272,6 +285,23 @@ cdplace_error_t *cdplace_cluster_preempt(const cdplace_cluster_t *c, const char 
  * Thread-safe: concurrent calls run on separate guest instances.
  */
 cdplace_error_t *cdplace_cluster_status(const cdplace_cluster_t *c, cdplace_bytes_t *out);
+
+/**
+ * Writes how the cluster's journal and instances stand now to *out (two short locks, no guest
+ * call: cheap enough for every metrics scrape). Thread-safe.
+ */
+cdplace_error_t *cdplace_cluster_stats(const cdplace_cluster_t *c, cdplace_stats_t *out);
+
+/**
+ * Quarantine: when applying deltas to an instance traps the guest, the library applies a fresh
+ * snapshot one object at a time to find the object whose facts trap it, drops that object from
+ * the view until its next update or deletion, rebuilds every instance without it, and the call
+ * goes on. This writes the objects quarantined since the last call (each once) as JSON to *out
+ * (free with cdplace_bytes_delete): [{"kind": S, "namespace": S ("" when cluster-scoped),
+ * "name": S, "error": S}], kind one of Node, Pod, ResourceClaim, ResourceClaimTemplate,
+ * ComputeDomain, PodGroup, Owner. Thread-safe.
+ */
+cdplace_error_t *cdplace_cluster_take_quarantined(const cdplace_cluster_t *c, cdplace_bytes_t *out);
 
 #ifdef __cplusplus
 }

@@ -14,8 +14,9 @@ use crate::extract::{self, Kind};
 use crate::facts::{self, Record};
 use crate::fleet::{self, Fleet};
 use crate::overlay::Overlay;
-use crate::pool::Pool;
+use crate::pool::{JournalBounds, Pool, Stats};
 use crate::preemption::{self, Preemption};
+use crate::quarantine::Quarantined;
 use crate::runtime::Limits;
 use crate::settings::Settings;
 use crate::{Error, Result};
@@ -51,7 +52,9 @@ impl Cluster {
     /// cdplace does not read; an object it cannot understand is an error naming it.
     pub fn apply(&self, obj: &Value) -> Result<bool> {
         let Some(o) = extract::extract(obj, &self.settings)? else { return Ok(false) };
-        self.pool.change(|st, out| st.apply(out, Record::Upsert(o)));
+        let r = Record::Upsert(o);
+        self.pool.lift(std::slice::from_ref(&r));
+        self.pool.change(|st, out| st.apply(out, r));
         Ok(true)
     }
 
@@ -60,6 +63,7 @@ impl Cluster {
     /// of it is applied.
     pub fn apply_facts(&self, batch: &[u8]) -> Result<()> {
         let records = facts::decode(batch)?;
+        self.pool.lift(&records);
         self.pool.change(|st, out| {
             for r in records {
                 st.apply(out, r);
@@ -71,6 +75,7 @@ impl Cluster {
     /// Removes an object.
     pub fn delete(&self, kind: Kind, namespace: &str, name: &str) {
         let r = Record::Remove { kind, namespace: namespace.to_string(), name: name.to_string() };
+        self.pool.lift(std::slice::from_ref(&r));
         self.pool.change(|st, out| st.apply(out, r));
     }
 
@@ -140,6 +145,23 @@ impl Cluster {
     #[doc(hidden)]
     pub fn compact_strings_above(&self, n: usize) {
         self.pool.compact_strings_above(n);
+    }
+
+    /// Sets when the journal is cut (tests exercise the bounds with a few changes).
+    #[doc(hidden)]
+    pub fn bound_journal(&self, bounds: JournalBounds) {
+        self.pool.bound_journal(bounds);
+    }
+
+    /// How the journal and the policy instances stand now (cheap: two short locks).
+    pub fn stats(&self) -> Stats {
+        self.pool.stats()
+    }
+
+    /// The objects quarantined since the last call (each once): applying their facts trapped
+    /// the guest, so they are out of the view until their next update or deletion.
+    pub fn take_quarantined(&self) -> Vec<Quarantined> {
+        self.pool.take_quarantined()
     }
 
     /// How many strings are interned now.

@@ -42,6 +42,14 @@ pub enum Error {
         #[source]
         source: wasmtime::Error,
     },
+    /// Every policy instance (`maxPolicyInstances`) stayed in a call until the call's deadline.
+    #[error("all {instances} policy instances busy; none came free within {waited:?} (maxPolicyInstances)")]
+    Busy {
+        /// `maxPolicyInstances`.
+        instances: usize,
+        /// How long the call waited.
+        waited: Duration,
+    },
     /// The plugin arguments are invalid; the text (the policy's) names the field.
     #[error("invalid plugin args: {0}")]
     InvalidArgs(String),

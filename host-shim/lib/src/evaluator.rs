@@ -29,6 +29,14 @@ pub mod wit {
 /// One policy instance, used by one caller at a time. After an error from a call, the host
 /// drops it.
 pub trait Evaluator: Send + std::fmt::Debug {
+    /// Every later call must end by `until` (the host's per-call budget, shared by the calls of
+    /// one decision: snapshot or catch-up, then the decision); a call past it is interrupted
+    /// and fails with [`crate::Error::Timeout`]. Backends that cannot interrupt ignore it.
+    fn set_deadline(&mut self, _until: std::time::Instant) {}
+    /// The instance's memory in bytes (a wasm instance's linear memory), when the backend knows it.
+    fn memory_bytes(&self) -> Option<usize> {
+        None
+    }
     /// Validates the plugin arguments (JSON, every field) and makes them current.
     fn configure(&mut self, args: &str) -> Result<Settings>;
     /// Applies changes to the instance's view, in order.
@@ -52,6 +60,14 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 }
 
 impl Evaluator for GuestInstance {
+    fn set_deadline(&mut self, until: std::time::Instant) {
+        GuestInstance::set_deadline(self, until)
+    }
+
+    fn memory_bytes(&self) -> Option<usize> {
+        Some(GuestInstance::linear_memory_bytes(self))
+    }
+
     fn configure(&mut self, args: &str) -> Result<Settings> {
         GuestInstance::configure(self, args)
     }

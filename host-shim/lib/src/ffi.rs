@@ -44,6 +44,16 @@ pub struct cdplace_bytes_t {
     pub len: usize,
 }
 
+/// How a cluster's journal and instances stand (`cdplace_stats_t`).
+#[repr(C)]
+#[derive(Debug, Default)]
+pub struct cdplace_stats_t {
+    pub journal_length: u64,
+    pub idle_instances: u64,
+    pub busy_instances: u64,
+    pub quarantined_objects: u64,
+}
+
 /// Error kinds (`cdplace_error_kind_t`), stable numbers.
 pub mod kind {
     pub const LOAD: i32 = 1;
@@ -56,6 +66,7 @@ pub mod kind {
     pub const UNKNOWN_POD: i32 = 8;
     pub const PANIC: i32 = 9;
     pub const BAD_CALL: i32 = 10;
+    pub const BUSY: i32 = 11;
 }
 
 impl From<Error> for cdplace_error_t {
@@ -69,6 +80,7 @@ impl From<Error> for cdplace_error_t {
             Error::InvalidObject(_) => kind::INVALID_OBJECT,
             Error::InvalidInput(_) => kind::INVALID_INPUT,
             Error::UnknownPod(_) => kind::UNKNOWN_POD,
+            Error::Busy { .. } => kind::BUSY,
             Error::MalformedFacts { .. } | Error::MalformedOverlay { .. } => kind::BAD_CALL,
         };
         cdplace_error_t { kind, message: crate::error::chain(&e) }
@@ -461,5 +473,54 @@ pub unsafe extern "C" fn cdplace_cluster_steer(
             return Err(bad_call("gpus must be 0 or 1"));
         }
         give(out, c.steer_packed(gpus == 1)?)
+    })
+}
+
+/// How the cluster's journal and instances stand now.
+///
+/// # Safety
+/// `c` must be a live cluster; `out` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cdplace_cluster_stats(
+    c: *const cdplace_cluster_t,
+    out: *mut cdplace_stats_t,
+) -> *mut cdplace_error_t {
+    guard(|| {
+        // SAFETY: per the contract above.
+        let c = unsafe { cluster(c)? };
+        if out.is_null() {
+            return Err(bad_call("out is NULL"));
+        }
+        let s = c.stats();
+        let stats = cdplace_stats_t {
+            journal_length: s.journal_length as u64,
+            idle_instances: s.idle_instances as u64,
+            busy_instances: s.busy_instances as u64,
+            quarantined_objects: s.quarantined_objects as u64,
+        };
+        // SAFETY: `out` is non-null and writable.
+        unsafe { out.write(stats) };
+        Ok(())
+    })
+}
+
+/// The objects quarantined since the last call, as JSON to `out`: `[{"kind", "namespace",
+/// "name", "error"}]` (each object once).
+///
+/// # Safety
+/// `c` must be a live cluster; `out` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cdplace_cluster_take_quarantined(
+    c: *const cdplace_cluster_t,
+    out: *mut cdplace_bytes_t,
+) -> *mut cdplace_error_t {
+    guard(|| {
+        // SAFETY: per the contract above.
+        let c = unsafe { cluster(c)? };
+        if out.is_null() {
+            return Err(bad_call("out is NULL"));
+        }
+        let json = serde_json::to_vec(&c.take_quarantined()).expect("quarantined objects serialize");
+        give(out, json)
     })
 }

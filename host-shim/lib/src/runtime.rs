@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap};
@@ -46,6 +46,8 @@ struct StoreState {
     memory_bytes: usize,
     /// Set when the guest asked for more memory than allowed.
     denied: bool,
+    /// The largest linear memory granted so far.
+    peak: usize,
 }
 
 impl ResourceLimiter for StoreState {
@@ -54,6 +56,7 @@ impl ResourceLimiter for StoreState {
             self.denied = true;
             return Ok(false);
         }
+        self.peak = self.peak.max(desired);
         Ok(true)
     }
 
@@ -142,12 +145,13 @@ impl Runtime {
 
     /// A fresh instance whose calls run under `limits`.
     pub fn instantiate(self: &Arc<Self>, limits: Limits) -> Result<GuestInstance> {
-        let mut store = Store::new(&self.engine, StoreState { memory_bytes: limits.memory_bytes, denied: false });
+        let mut store =
+            Store::new(&self.engine, StoreState { memory_bytes: limits.memory_bytes, denied: false, peak: 0 });
         store.limiter(|s| s as &mut dyn ResourceLimiter);
         store.epoch_deadline_trap();
         store.set_epoch_deadline(deadline_ticks(limits));
         let policy = self.pre.instantiate(&mut store).map_err(|e| classify(e, store.data().denied, limits))?;
-        Ok(GuestInstance { _runtime: self.clone(), store, policy, limits })
+        Ok(GuestInstance { _runtime: self.clone(), store, policy, limits, until: None })
     }
 }
 
@@ -177,6 +181,8 @@ pub struct GuestInstance {
     store: Store<StoreState>,
     policy: Policy,
     limits: Limits,
+    /// When set, calls must also end by then (the budget of the decision being made).
+    until: Option<Instant>,
 }
 
 impl std::fmt::Debug for GuestInstance {
@@ -191,8 +197,23 @@ impl GuestInstance {
         self.limits
     }
 
+    /// The instance's linear memory now (it never shrinks), in bytes.
+    pub fn linear_memory_bytes(&self) -> usize {
+        self.store.data().peak
+    }
+
+    /// Every later call must end by `until` as well as within the limits' deadline.
+    pub fn set_deadline(&mut self, until: Instant) {
+        self.until = Some(until);
+    }
+
     fn arm(&mut self) {
-        self.store.set_epoch_deadline(deadline_ticks(self.limits));
+        let mut ticks = deadline_ticks(self.limits);
+        if let Some(until) = self.until {
+            let left = until.saturating_duration_since(Instant::now());
+            ticks = ticks.min((left.as_micros() / TICK.as_micros()) as u64).max(1);
+        }
+        self.store.set_epoch_deadline(ticks);
     }
 
     fn fail(&self, e: wasmtime::Error) -> Error {

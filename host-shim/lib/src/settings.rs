@@ -10,7 +10,7 @@ use crate::runtime::Limits;
 
 /// The validated arguments the host needs. Serializes to the JSON of `cdplace_cluster_settings`:
 /// `{"cliqueLabel","gpuResourceName","gpuDriver","computeDomainDriver","sizeAnnotation",
-/// "guestPath" (string|null),"callTimeoutMs","memoryLimitMiB","plainPodSteering"}`.
+/// "guestPath" (string|null),"callTimeoutMs","memoryLimitMiB","plainPodSteering","maxPolicyInstances"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Settings {
@@ -33,6 +33,8 @@ pub struct Settings {
     pub memory_limit_mib: u32,
     /// `plainPodSteering`: ask the policy where pods without a ComputeDomain should go.
     pub plain_pod_steering: bool,
+    /// `maxPolicyInstances`: most policy instances alive at once.
+    pub max_policy_instances: u32,
 }
 
 impl Settings {
@@ -62,6 +64,7 @@ impl From<crate::bindings::Settings> for Settings {
             call_timeout_ms: s.call_timeout_ms,
             memory_limit_mib: s.memory_limit_mib,
             plain_pod_steering: s.plain_pod_steering,
+            max_policy_instances: s.max_policy_instances,
         }
     }
 }
@@ -79,6 +82,7 @@ impl From<&cdplace_policy::Args> for Settings {
             call_timeout_ms: a.call_timeout_ms(),
             memory_limit_mib: a.guest_memory_limit_mib,
             plain_pod_steering: a.plain_pod_steering,
+            max_policy_instances: a.max_policy_instances,
         }
     }
 }
@@ -93,7 +97,7 @@ mod tests {
         assert_eq!(s.limits(), Limits::default());
         assert_eq!(
             s.to_json(),
-            r#"{"cliqueLabel":"nvidia.com/gpu.clique","gpuResourceName":"nvidia.com/gpu","gpuDriver":"gpu.nvidia.com","computeDomainDriver":"compute-domain.nvidia.com","sizeAnnotation":"cdplace.nvidia.com/size","guestPath":null,"callTimeoutMs":2000,"memoryLimitMiB":512,"plainPodSteering":true}"#
+            r#"{"cliqueLabel":"nvidia.com/gpu.clique","gpuResourceName":"nvidia.com/gpu","gpuDriver":"gpu.nvidia.com","computeDomainDriver":"compute-domain.nvidia.com","sizeAnnotation":"cdplace.nvidia.com/size","guestPath":null,"callTimeoutMs":2000,"memoryLimitMiB":512,"plainPodSteering":true,"maxPolicyInstances":16}"#
         );
     }
 

@@ -5,8 +5,9 @@
 // batch CDF2 (facts.go), the packed overlay and the packed decision CDP3 (decision.go). A guest
 // trap, timeout or memory exhaustion is an error value, never a crash of the scheduler.
 //
-// Every call into C is counted (Crossings, Cluster.Crossings), so tests can prove what does not
-// cross.
+// Every call into C that carries facts or asks the policy is counted (Crossings,
+// Cluster.Crossings), so tests can prove what does not cross; the bookkeeping reads after a
+// call (Cluster.Stats, Cluster.TakeQuarantined: no facts, no guest call) are not.
 package cdplace
 
 /*
@@ -98,6 +99,7 @@ var (
 	ErrUnknownPod    = errors.New("cdplace: pod not in the cluster view")
 	ErrPanic         = errors.New("cdplace: library panicked")
 	ErrBadCall       = errors.New("cdplace: bad call")
+	ErrBusy          = errors.New("cdplace: every policy instance busy")
 )
 
 var sentinels = map[int]error{
@@ -111,6 +113,7 @@ var sentinels = map[int]error{
 	int(C.CDPLACE_ERROR_UNKNOWN_POD):    ErrUnknownPod,
 	int(C.CDPLACE_ERROR_PANIC):          ErrPanic,
 	int(C.CDPLACE_ERROR_BAD_CALL):       ErrBadCall,
+	int(C.CDPLACE_ERROR_BUSY):           ErrBusy,
 }
 
 // Error is a failure reported by the library: Kind is one of the sentinels, Message its

@@ -125,7 +125,7 @@ func TestArgsAreValidatedByThePolicyAndSettingsComeBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Settings{Keys: facts.DefaultKeys, CallTimeoutMs: 750, MemoryLimitMiB: 64, PlainPodSteering: true}
+	want := Settings{Keys: facts.DefaultKeys, CallTimeoutMs: 750, MemoryLimitMiB: 64, PlainPodSteering: true, MaxPolicyInstances: 16}
 	want.CliqueLabel = "example.com/clique"
 	if s != want {
 		t.Fatalf("settings %+v, want %+v", s, want)
@@ -236,5 +236,30 @@ func TestSliceRecordsAndTheBatchVersion(t *testing.T) {
 	old := append([]byte("CDF1"), b.Bytes()[4:]...)
 	if err := c.ApplyFacts(old); !errors.Is(err, ErrBadCall) || !strings.Contains(err.Error(), `magic: expected "CDF2", got "CDF1"`) {
 		t.Fatalf("a CDF1 batch: %v", err)
+	}
+}
+
+// Stats reads the journal and the instances through the C ABI: an instance checked in after a
+// call is idle, and it pins the journal entries applied after it until it catches up.
+func TestStatsShowTheJournalAndTheInstances(t *testing.T) {
+	c := newTestCluster(t, "")
+	if err := c.ApplyFacts(twoRacks().Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PreFilter("ns", "p1", nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.IdleInstances != 1 || s.BusyInstances != 0 || s.JournalLength != 0 {
+		t.Fatalf("after a call: %+v", s)
+	}
+	if err := c.Assume("ns", "p1", "a-1"); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := c.Stats(); s.JournalLength == 0 {
+		t.Fatalf("a change behind the idle instance is journaled: %+v", s)
 	}
 }

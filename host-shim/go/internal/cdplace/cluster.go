@@ -93,6 +93,8 @@ type Settings struct {
 	MemoryLimitMiB uint64 `json:"memoryLimitMiB"`
 	// PlainPodSteering: pods without a ComputeDomain are steered (Cluster.Steer).
 	PlainPodSteering bool `json:"plainPodSteering"`
+	// MaxPolicyInstances: most policy instances alive at once (maxPolicyInstances).
+	MaxPolicyInstances uint64 `json:"maxPolicyInstances"`
 }
 
 // Settings returns the validated arguments the host needs.
@@ -109,6 +111,55 @@ func (c *Cluster) Settings() (Settings, error) {
 		return Settings{}, fmt.Errorf("cdplace: decoding the cluster's settings: %w", err)
 	}
 	return s, nil
+}
+
+// Stats is how a cluster's journal and policy instances stand (cdplace_stats_t).
+type Stats struct {
+	// JournalLength is how many deltas are journaled for instances that are behind.
+	JournalLength uint64
+	// IdleInstances wait for a call; BusyInstances are in one.
+	IdleInstances, BusyInstances uint64
+	// QuarantinedObjects are held out of the view: their facts trap the guest.
+	QuarantinedObjects uint64
+}
+
+// Quarantined is an object dropped from the view because applying its facts trapped the guest
+// (until its next update or deletion).
+type Quarantined struct {
+	// Kind: Node, Pod, ResourceClaim, ResourceClaimTemplate, ComputeDomain, PodGroup or Owner.
+	Kind string `json:"kind"`
+	// Namespace is empty for cluster-scoped kinds and owners.
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Error is the guest's failure.
+	Error string `json:"error"`
+}
+
+// TakeQuarantined returns the objects quarantined since the last call, each once.
+func (c *Cluster) TakeQuarantined() ([]Quarantined, error) {
+	var out C.cdplace_bytes_t
+	err := take(C.cdplace_cluster_take_quarantined(c.ptr, &out))
+	runtime.KeepAlive(c)
+	if err != nil {
+		return nil, err
+	}
+	var q []Quarantined
+	if err := json.Unmarshal(takeBytes(&out), &q); err != nil {
+		return nil, fmt.Errorf("cdplace: decoding the quarantined objects: %w", err)
+	}
+	return q, nil
+}
+
+// Stats reads how the journal and the instances stand now (no guest call; cheap).
+func (c *Cluster) Stats() (Stats, error) {
+	var out C.cdplace_stats_t
+	err := take(C.cdplace_cluster_stats(c.ptr, &out))
+	runtime.KeepAlive(c)
+	if err != nil {
+		return Stats{}, err
+	}
+	return Stats{JournalLength: uint64(out.journal_length), IdleInstances: uint64(out.idle_instances),
+		BusyInstances: uint64(out.busy_instances), QuarantinedObjects: uint64(out.quarantined_objects)}, nil
 }
 
 // ApplyFacts applies a packed facts batch (Batch.Bytes) in one call: decoded whole first, so a

@@ -64,6 +64,8 @@ func (p *Plugin) call(pod *v1.Pod, overlay []cdplace.Overlay) (*cdplace.Decision
 	start := time.Now()
 	d, err := p.cluster.PreFilter(pod.Namespace, pod.Name, overlay)
 	observeCall(callPreFilter, start, err)
+	p.breaker.record(p.logger, err)
+	p.afterCall()
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("computedomain policy failed for pod %s/%s: %w", pod.Namespace, pod.Name, err))
 	}

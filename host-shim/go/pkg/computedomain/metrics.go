@@ -35,7 +35,7 @@ var (
 	policyCallErrors = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "policy_call_errors_total",
-		Help:           "Failed calls into the cdplace policy component, by call and kind (trap, timeout, out_of_memory, other); the instance is replaced after each.",
+		Help:           "Failed calls into the cdplace policy component, by call and kind (trap, timeout, out_of_memory, busy, other); the instance is replaced after each guest failure.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"call", "kind"})
 	decisionsTotal = metrics.NewCounterVec(&metrics.CounterOpts{
@@ -100,6 +100,30 @@ var (
 		Help:           "Trays head-of-queue clique reservations wait for (the sizes of the domains they are for).",
 		StabilityLevel: metrics.ALPHA,
 	})
+	journalLength = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "journal_length",
+		Help:           "Deltas journaled for policy instances that are behind the view (bounded by length and age), after the last policy call.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	policyInstances = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "policy_instances",
+		Help:           "Live policy instances by state (idle, busy), after the last policy call; at most maxPolicyInstances in all.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"state"})
+	quarantinedObjects = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "quarantined_objects_total",
+		Help:           "Objects dropped from the policy's view because applying their facts trapped the guest, by kind (until their next update).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"kind"})
+	breakerOpen = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "breaker_open",
+		Help:           "1 while the policy breaker is open or half-open after repeated guest failures (ComputeDomain pods rejected, plain pods not steered), else 0.",
+		StabilityLevel: metrics.ALPHA,
+	})
 )
 
 var registerMetrics sync.Once
@@ -108,7 +132,8 @@ var registerMetrics sync.Once
 // factory calls it).
 func RegisterMetrics() {
 	registerMetrics.Do(func() {
-		legacyregistry.MustRegister(policyCallDuration, policyCallErrors, decisionsTotal, gangPreemptions, gangPreemptionVictims, gangPreemptionGPUs)
+		legacyregistry.MustRegister(policyCallDuration, policyCallErrors, decisionsTotal, gangPreemptions, gangPreemptionVictims, gangPreemptionGPUs,
+			journalLength, policyInstances, quarantinedObjects, breakerOpen)
 		legacyregistry.MustRegister(domainsPending, domainsStarting, domainsRunning, cliqueFreeTrays, largestPlaceable, reservedTrays)
 	})
 }
@@ -121,6 +146,18 @@ func observeCall(call string, start time.Time, err error) {
 	}
 }
 
+// observeStats sets the journal and instance gauges from the cluster (one cheap C call, no
+// guest call).
+func observeStats(c *cdplace.Cluster) {
+	s, err := c.Stats()
+	if err != nil {
+		return
+	}
+	journalLength.Set(float64(s.JournalLength))
+	policyInstances.WithLabelValues("idle").Set(float64(s.IdleInstances))
+	policyInstances.WithLabelValues("busy").Set(float64(s.BusyInstances))
+}
+
 func errorKind(err error) string {
 	switch {
 	case errors.Is(err, cdplace.ErrTrap):
@@ -129,6 +166,8 @@ func errorKind(err error) string {
 		return "timeout"
 	case errors.Is(err, cdplace.ErrOutOfMemory):
 		return "out_of_memory"
+	case errors.Is(err, cdplace.ErrBusy):
+		return "busy"
 	default:
 		return "other"
 	}

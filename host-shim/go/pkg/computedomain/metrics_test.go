@@ -62,3 +62,42 @@ func TestMetricsCountDecisionsCallsAndPreemptions(t *testing.T) {
 		}
 	}
 }
+
+// The journal and instance gauges follow the cluster after each policy call.
+func TestGaugesShowTheJournalAndTheInstances(t *testing.T) {
+	e, pods := gangFixture(t)
+	gauge := func(name string, labels map[string]string) (float64, bool) {
+		t.Helper()
+		families, err := legacyregistry.DefaultGatherer.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() != name {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				match := true
+				for _, l := range m.GetLabel() {
+					if want, ok := labels[l.GetName()]; ok && want != l.GetValue() {
+						match = false
+					}
+				}
+				if match {
+					return m.GetGauge().GetValue(), true
+				}
+			}
+		}
+		return 0, false
+	}
+	wantCode(t, "high-0", e.schedule(pods["high-0"]).preFilter, fwk.Unschedulable, "")
+	if v, ok := gauge("cdplace_policy_instances", map[string]string{"state": "idle"}); !ok || v != 1 {
+		t.Errorf("idle instances %v (present %v), want 1", v, ok)
+	}
+	if v, ok := gauge("cdplace_policy_instances", map[string]string{"state": "busy"}); !ok || v != 0 {
+		t.Errorf("busy instances %v (present %v), want 0", v, ok)
+	}
+	if _, ok := gauge("cdplace_journal_length", nil); !ok {
+		t.Error("cdplace_journal_length is not exported")
+	}
+}

@@ -80,6 +80,10 @@ type Plugin struct {
 	// (registering them otherwise would hold the scheduler's start on an informer that never
 	// syncs).
 	domainEvents bool
+	// breaker stops calling a policy that keeps failing (breaker.go).
+	breaker breaker
+	// logger is the factory's (quarantine.go logs through it outside a cycle's context).
+	logger klog.Logger
 }
 
 var (
@@ -180,7 +184,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, err
 	}
 	p := &Plugin{handle: h, cluster: cluster, keys: settings.Keys, feed: f, reuse: newDecisions(func() time.Time { return timeNow() }),
-		steering: settings.PlainPodSteering, dyn: in.dyn}
+		steering: settings.PlainPodSteering, dyn: in.dyn, logger: logger, breaker: breaker{now: func() time.Time { return timeNow() }}}
 	if sif := h.SharedInformerFactory(); sif != nil {
 		p.pdbs = sif.Policy().V1().PodDisruptionBudgets().Lister()
 	}
@@ -242,6 +246,11 @@ func (p *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, 
 	if p.crd.client == nil || !p.crd.Served() {
 		logger.V(5).Info("ComputeDomainPlacement rejected pod", "pod", klog.KObj(pod), "reason", noCRDReason)
 		return nil, fwk.NewStatus(fwk.Unschedulable, noCRDReason)
+	}
+	if reason := p.breaker.blocked(); reason != "" {
+		logger.V(5).Info("ComputeDomainPlacement rejected pod", "pod", klog.KObj(pod), "reason", reason)
+		decisionsTotal.WithLabelValues(fwk.Unschedulable.String()).Inc()
+		return nil, fwk.NewStatus(fwk.Unschedulable, reason)
 	}
 	if st := p.waitForSync(ctx); st != nil {
 		return nil, st

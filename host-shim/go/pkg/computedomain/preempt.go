@@ -100,6 +100,8 @@ func (p *Plugin) gangPreempt(ctx context.Context, pod *v1.Pod, domain string) (*
 	start := time.Now()
 	pr, err := p.cluster.Preempt(pod.Namespace, pod.Name)
 	observeCall(callPreempt, start, err)
+	p.breaker.record(p.logger, err)
+	p.afterCall()
 	if err != nil {
 		gangPreemptions.WithLabelValues("error").Inc()
 		return nil, fwk.AsStatus(fmt.Errorf("computedomain gang preemption failed for pod %s/%s: %w", pod.Namespace, pod.Name, err))

@@ -63,7 +63,7 @@ func kindIndex(gpus bool) int {
 // clique, or a DaemonSet places the pod (its node is chosen by the DaemonSet, and an IMEX or
 // device-plugin daemon must never be kept off a tray).
 func (p *Plugin) steerable(pod *v1.Pod) bool {
-	if !p.steering || !p.feed.hasCliqueNodes() {
+	if !p.steering || !p.feed.hasCliqueNodes() || p.breaker.blocked() != "" {
 		return false
 	}
 	if c := metav1.GetControllerOf(pod); c != nil && c.Kind == "DaemonSet" {
@@ -89,6 +89,8 @@ func (p *Plugin) steer(ctx context.Context, cs fwk.CycleState, pod *v1.Pod) *fwk
 		start := time.Now()
 		d, err = p.cluster.Steer(gpus)
 		observeCall(callSteer, start, err)
+		p.breaker.record(klog.FromContext(ctx), err)
+		p.afterCall()
 		if err != nil {
 			// Steering is advice: a failing policy must not stop plain pods; this one is
 			// placed as by the stock profile.

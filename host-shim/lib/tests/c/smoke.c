@@ -229,7 +229,7 @@ static void policy_checks(cdplace_runtime_t *rt) {
   const char *want = "{\"cliqueLabel\":\"nvidia.com/gpu.clique\",\"gpuResourceName\":\"nvidia.com/gpu\","
                      "\"gpuDriver\":\"gpu.nvidia.com\",\"computeDomainDriver\":\"compute-domain.nvidia.com\","
                      "\"sizeAnnotation\":\"cdplace.nvidia.com/size\",\"guestPath\":null,\"callTimeoutMs\":3000,"
-                     "\"memoryLimitMiB\":256,\"plainPodSteering\":true}";
+                     "\"memoryLimitMiB\":256,\"plainPodSteering\":true,\"maxPolicyInstances\":16}";
   CHECK(s.len == strlen(want) && memcmp(s.data, want, s.len) == 0, "settings: %.*s", (int)s.len, (const char *)s.data);
   cdplace_bytes_delete(&s);
 
@@ -325,6 +325,18 @@ static void policy_checks(cdplace_runtime_t *rt) {
   expect_ok(cdplace_cluster_assume(c, "ns", 2, "p1", 2, "tray-1", 6), "assume");
   expect_ok(cdplace_cluster_forget(c, "ns", 2, "p1", 2), "forget");
   expect_kind(cdplace_cluster_assume(c, "ns", 2, "ghost", 5, "tray-1", 6), CDPLACE_ERROR_UNKNOWN_POD, "assume ghost");
+
+  /* Stats: the instance of the decisions above is idle; nothing is quarantined. */
+  cdplace_stats_t stats = {0};
+  expect_ok(cdplace_cluster_stats(c, &stats), "stats");
+  CHECK(stats.idle_instances >= 1 && stats.busy_instances == 0 && stats.quarantined_objects == 0,
+        "stats: idle %llu busy %llu quarantined %llu", (unsigned long long)stats.idle_instances,
+        (unsigned long long)stats.busy_instances, (unsigned long long)stats.quarantined_objects);
+  expect_kind(cdplace_cluster_stats(c, NULL), CDPLACE_ERROR_BAD_CALL, "stats without out");
+  cdplace_bytes_t q = {0};
+  expect_ok(cdplace_cluster_take_quarantined(c, &q), "take_quarantined");
+  CHECK(q.len == 2 && memcmp(q.data, "[]", 2) == 0, "quarantined: %.*s", (int)q.len, (const char *)q.data);
+  cdplace_bytes_delete(&q);
 
   /* A remove record. */
   b = batch();
