@@ -237,7 +237,7 @@ func testChartLintAndTemplate(t *testing.T, bin string) {
 					t.Errorf("container args %v lack %s", args, a)
 				}
 			}
-			// 1024 MiB base + 2 instances x guestMemoryLimitMiB 512.
+			// 1024 MiB base + maxPolicyInstances 16 x guestMemoryLimitMiB 64.
 			if got := nestedStr(ctr, "resources", "limits", "memory"); got != "2048Mi" {
 				t.Errorf("memory limit %s; want 2048Mi", got)
 			}
@@ -280,7 +280,7 @@ func testChartLintAndTemplate(t *testing.T, bin string) {
 		}},
 		{"digest, gates, ServiceMonitor, one replica, smaller guests", []string{
 			"image.digest=sha256:" + strings.Repeat("ab", 32), "featureGates.GenericWorkload=true",
-			"serviceMonitor.enabled=true", "replicas=1", "plugin.args.guestMemoryLimitMiB=256",
+			"serviceMonitor.enabled=true", "replicas=1", "plugin.args.guestMemoryLimitMiB=256", "plugin.args.maxPolicyInstances=2",
 			"plugin.args.imexMode=HostManaged",
 		}, func(t *testing.T, objs []*unstructured.Unstructured) {
 			ctr := chartContainer(t, objs)
@@ -292,7 +292,7 @@ func testChartLintAndTemplate(t *testing.T, bin string) {
 				t.Errorf("container args %v lack --feature-gates=GenericWorkload=true", args)
 			}
 			if got := nestedStr(ctr, "resources", "limits", "memory"); got != "1536Mi" {
-				t.Errorf("memory limit %s; want 1024 + 2 x 256 = 1536Mi", got)
+				t.Errorf("memory limit %s; want 1024 + 2 instances x 256 = 1536Mi", got)
 			}
 			raw, _ := chartSchedulerConfig(t, objs)
 			if !strings.Contains(raw, "imexMode: HostManaged") {
@@ -567,7 +567,7 @@ func testChartPlaces(t *testing.T, bin, mode string) {
 	if !cs.sched.Running() {
 		t.Fatalf("the chart's scheduler exited; log: %s", cs.sched.LogPath())
 	}
-	// The process fits the container's memory limit (baseMiB + guestInstances x guestMemoryLimitMiB).
+	// The process fits the container's memory limit (baseMiB + maxPolicyInstances x guestMemoryLimitMiB).
 	limit := nestedStr(chartContainer(t, cs.objs), "resources", "limits", "memory")
 	rss, err := cs.sched.RSSBytes()
 	if err != nil {

@@ -43,13 +43,18 @@ app.kubernetes.io/part-of: cdplace
 {{- end -}}
 {{- end -}}
 
-{{/* memory.baseMiB + memory.guestInstances × plugin.args.guestMemoryLimitMiB (plugin default 512), in Mi. */}}
+{{/* memory.baseMiB + plugin.args.maxPolicyInstances × plugin.args.guestMemoryLimitMiB (the
+plugin's defaults 16 and 512 where unset), in Mi: the most the policy's instances can hold. */}}
 {{- define "cdplace-scheduler.memoryLimit" -}}
 {{- $guest := 512 -}}
-{{- if hasKey .Values.plugin.args "guestMemoryLimitMiB" -}}
+{{- if and (hasKey .Values.plugin.args "guestMemoryLimitMiB") (not (kindIs "invalid" .Values.plugin.args.guestMemoryLimitMiB)) -}}
 {{- $guest = int .Values.plugin.args.guestMemoryLimitMiB -}}
 {{- end -}}
-{{- printf "%dMi" (add (int .Values.memory.baseMiB) (mul (int .Values.memory.guestInstances) $guest)) -}}
+{{- $instances := 16 -}}
+{{- if and (hasKey .Values.plugin.args "maxPolicyInstances") (not (kindIs "invalid" .Values.plugin.args.maxPolicyInstances)) -}}
+{{- $instances = int .Values.plugin.args.maxPolicyInstances -}}
+{{- end -}}
+{{- printf "%dMi" (add (int .Values.memory.baseMiB) (mul $instances $guest)) -}}
 {{- end -}}
 
 {{/* The feature gates as kube-scheduler's --feature-gates value, sorted. */}}
