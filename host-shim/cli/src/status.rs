@@ -297,7 +297,9 @@ pub fn fleet(cluster: &Cluster, objects: &Objects) -> Result<Fleet, ExplainError
     }
 
     // Trays and their holders (by UID for now).
-    let mut rows: BTreeMap<Option<String>, Vec<(String, Option<String>, Hold, bool, bool)>> = BTreeMap::new();
+    /// A tray before its holder is resolved: node, holder UID, how, cordoned, a plain GPU pod.
+    type RawTray = (String, Option<String>, Hold, bool, bool);
+    let mut rows: BTreeMap<Option<String>, Vec<RawTray>> = BTreeMap::new();
     let mut other_nodes = 0;
     for (name, n) in &nodes {
         let clique = n.clique.clone().filter(|c| !c.is_empty());
