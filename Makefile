@@ -90,6 +90,9 @@ test-go: scheduler lint-go
 
 lint: guest
 	$(CARGO) fmt --all -- --check
+	@# The staticlib kube-scheduler links must not pull in the CLI's client, runtime or parsers.
+	@! $(CARGO) tree -p cdplace-host -e normal --prefix none | grep -E '^(kube|kube-[a-z]+|clap|serde_yaml[a-z_]*|tokio|hyper|rustls) v' || \
+		{ echo "cdplace-host must not depend on the CLI's kube, clap, serde_yaml, tokio, hyper or rustls"; exit 1; }
 	$(CARGO) clippy --workspace --all-targets --release -- -D warnings
 	$(CARGO) clippy -p cdplace-guest -p cdplace-faulty-guest --target wasm32-wasip2 --profile guest -- -D warnings
 

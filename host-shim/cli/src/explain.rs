@@ -1,20 +1,27 @@
 //! `cdplace explain`: what the placement policy decides for one pod of a cluster snapshot, node
 //! by node, computed by the real policy component exactly as the scheduler plugin runs it.
 //!
-//! Input is what `kubectl get ... -o yaml` (or `-o json`) writes: a `v1 List` with `items`,
-//! multi-document YAML, or JSON (one object, a List, or several values in a row). Several files
-//! may be given; their objects are applied in order, so a later object replaces an earlier one
-//! with the same kind, namespace and name. Kinds cdplace does not read are ignored.
+//! Input is a live cluster read through a kubeconfig (`--kubeconfig`, `--context`; see
+//! [`crate::live`]), or snapshot files as `kubectl get ... -o yaml` (or `-o json`) writes them:
+//! a `v1 List` with `items`, multi-document YAML, or JSON (one object, a List, or several values
+//! in a row). Several files may be given; their objects are applied in order, so a later object
+//! replaces an earlier one with the same kind, namespace and name. Kinds cdplace does not read
+//! are ignored. A snapshot should hold the pods' owners (Jobs, StatefulSets, ReplicaSets,
+//! JobSets, LeaderWorkerSets) as the live source lists them: a pod whose owner is missing makes
+//! its domain wait for the owner's size, as it does in the scheduler.
 //!
-//! The objects go through [`Cluster::apply`] under the plugin arguments (`--config`), then
-//! [`Cluster::pre_filter`] decides for the pod and [`Decision::node`] gives each node's Filter
-//! status and Score, as the plugin's Filter and Score do. The selected node is the feasible one
-//! with the highest cdplace score (ties: the smallest name); the real scheduler also weighs other
-//! plugins' scores, so it is cdplace's preference, not a prediction of the binding.
+//! Every object is extracted by [`extract::extract`] under the plugin arguments (`--config`),
+//! pods get their owner key and workload objects their size ([`crate::owners`]), and the whole
+//! lot is applied as one facts batch; then [`Cluster::pre_filter`] decides for the pod and
+//! [`Decision::node`] gives each node's Filter status and Score, as the plugin's Filter and Score
+//! do. The selected node is the feasible one with the highest cdplace score (ties: the smallest
+//! name); the real scheduler also weighs other plugins' scores, so it is cdplace's preference,
+//! not a prediction of the binding.
 //!
 //! Exit codes of the command ([`ExplainError::exit_code`]): 0 with a report, 2 for unusable input
 //! (a file that cannot be read or parsed, an object the extractor rejects, invalid plugin
-//! arguments, a pod not in the snapshot), 1 when the policy itself fails (trap, timeout, memory).
+//! arguments, a pod not in the snapshot, a kubeconfig that cannot be used), 1 when the policy
+//! itself fails (trap, timeout, memory), 3 when the live cluster cannot be read.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -23,8 +30,12 @@ use std::sync::Arc;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
-use cdplace_host::extract::{self, Kind};
+use cdplace_host::extract::{self, Kind, Object};
+use cdplace_host::facts::{self, Record};
 use cdplace_host::{Backend, Cluster, Code, Decision, Error, Runtime, Status};
+
+use crate::live::LiveOptions;
+use crate::owners::{self, OwnerKind};
 
 /// The message prefix of every failure.
 pub const PROGRAM: &str = "cdplace explain";
@@ -47,13 +58,30 @@ pub enum ExplainError {
     /// The policy component could not be loaded, or failed while deciding.
     #[error(transparent)]
     Policy(Error),
+    /// The kubeconfig could not be read, or has no such context.
+    #[error("{file}: cannot use the kubeconfig")]
+    Kubeconfig {
+        file: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The live cluster could not be read (unreachable, forbidden, a failed list); `what` names
+    /// the server and the request.
+    #[error("{what}")]
+    Live {
+        what: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 impl ExplainError {
-    /// The process exit status for this failure: 1 when the policy failed, 2 for bad input.
+    /// The process exit status for this failure: 1 when the policy failed, 2 for bad input
+    /// (a kubeconfig included), 3 when the live cluster could not be read.
     pub fn exit_code(&self) -> u8 {
         match self {
             ExplainError::Policy(_) => 1,
+            ExplainError::Live { .. } => 3,
             _ => 2,
         }
     }
@@ -97,13 +125,61 @@ pub enum Format {
     Json,
 }
 
+/// Where the cluster comes from: snapshot files, else the live cluster of a kubeconfig.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SourceOptions {
+    /// Cluster objects as `kubectl get -o yaml|json` writes them, instead of the live cluster.
+    /// Repeat to layer files: a later object replaces an earlier one with the same kind,
+    /// namespace and name.
+    #[arg(long = "snapshot", value_name = "FILE")]
+    pub snapshots: Vec<PathBuf>,
+    #[command(flatten)]
+    pub live: LiveOptions,
+}
+
+/// The objects of a cluster and which owner APIs it serves.
+#[derive(Debug, Clone, Default)]
+pub struct Objects {
+    pub objects: Vec<SnapshotObject>,
+    /// Owner kinds whose API is served: for a live cluster, what discovery lists; for snapshots,
+    /// the kinds they hold objects of.
+    pub served: std::collections::BTreeSet<OwnerKind>,
+}
+
+impl Objects {
+    /// Snapshot objects, serving the owner kinds they hold.
+    pub fn from_snapshots(objects: Vec<SnapshotObject>) -> Self {
+        let served = objects
+            .iter()
+            .filter_map(|o| {
+                let s = |k: &str| o.value.get(k).and_then(Value::as_str).unwrap_or("");
+                OwnerKind::of(s("apiVersion"), s("kind"))
+            })
+            .collect();
+        Objects { objects, served }
+    }
+}
+
+impl SourceOptions {
+    /// Reads the snapshots, or the live cluster when none is given.
+    pub fn read(&self) -> Result<Objects, ExplainError> {
+        if self.snapshots.is_empty() {
+            let live = crate::live::read_cluster(&self.live)?;
+            return Ok(Objects { objects: live.objects, served: live.served });
+        }
+        let mut objects = Vec::new();
+        for path in &self.snapshots {
+            objects.extend(load_snapshot(path)?);
+        }
+        Ok(Objects::from_snapshots(objects))
+    }
+}
+
 /// The command line of `cdplace explain`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Options {
-    /// Cluster objects as `kubectl get -o yaml|json` writes them. Repeat to layer files: a later
-    /// object replaces an earlier one with the same kind, namespace and name.
-    #[arg(long = "snapshot", value_name = "FILE", required = true)]
-    pub snapshots: Vec<PathBuf>,
+    #[command(flatten)]
+    pub source: SourceOptions,
     /// The pod to explain.
     #[arg(long, value_name = "NAMESPACE/NAME", value_parser = PodRef::parse)]
     pub pod: PodRef,
@@ -131,13 +207,14 @@ pub fn load_args(path: &Path) -> Result<String, ExplainError> {
     })
 }
 
-/// Builds the cluster view: validates `args` (JSON, from `args_file` when given) and applies
-/// every object in order.
+/// Builds the cluster view: validates `args` (JSON, from `args_file` when given), extracts
+/// every object in order (pods with their owner key, workload objects as their size) and
+/// applies them as one batch.
 pub fn build_cluster(
     backend: Arc<dyn Backend>,
     args: &str,
     args_file: Option<&Path>,
-    objects: &[SnapshotObject],
+    objects: &Objects,
 ) -> Result<Cluster, ExplainError> {
     let cluster = Cluster::new(backend, args).map_err(|e| match e {
         Error::InvalidArgs(_) => ExplainError::Args {
@@ -146,16 +223,61 @@ pub fn build_cluster(
         },
         e => ExplainError::Policy(e),
     })?;
-    for o in objects {
-        cluster.apply(&o.value).map_err(|e| match e {
-            Error::InvalidObject(m) => {
-                let what = extract::describe(&o.value);
-                let rest = m.strip_prefix(&format!("{what}: ")).unwrap_or(&m);
-                input(&o.file, format!("{} ({what}): {rest}", o.origin))
-            }
+    let served = |k: OwnerKind| !k.is_custom() || objects.served.contains(&k);
+    let mut records = Vec::with_capacity(objects.objects.len());
+    for o in &objects.objects {
+        let rejected = |m: String| {
+            let what = extract::describe(&o.value);
+            let rest = m.strip_prefix(&format!("{what}: ")).unwrap_or(&m).to_string();
+            input(&o.file, format!("{} ({what}): {rest}", o.origin))
+        };
+        let s = |k: &str| o.value.get(k).and_then(Value::as_str).unwrap_or("");
+        if let Some(kind) = OwnerKind::of(s("apiVersion"), s("kind")) {
+            let size = owners::size_of(kind, &o.value).map_err(rejected)?;
+            let owner = Object::Owner { key: size.key, size: Some(size.size), source: size.source, priority: None };
+            records.push(Record::Upsert(owner));
+            continue;
+        }
+        let object = extract::extract(&o.value, cluster.settings()).map_err(|e| match e {
+            Error::InvalidObject(m) => rejected(m),
             e => ExplainError::Policy(e),
         })?;
+        match object {
+            Some(Object::Pod {
+                namespace,
+                name,
+                terminal,
+                node_name,
+                nominated_node_name,
+                claims,
+                gpus,
+                size_hint,
+                pod_group,
+                owner: _,
+                created_ms,
+                priority,
+            }) => {
+                let owner = owners::key_of(&o.value, served);
+                records.push(Record::Upsert(Object::Pod {
+                    namespace,
+                    name,
+                    terminal,
+                    node_name,
+                    nominated_node_name,
+                    claims,
+                    gpus,
+                    size_hint,
+                    pod_group,
+                    owner,
+                    created_ms,
+                    priority,
+                }));
+            }
+            Some(other) => records.push(Record::Upsert(other)),
+            None => {}
+        }
     }
+    cluster.apply_facts(&facts::encode(&records)).map_err(ExplainError::Policy)?;
     Ok(cluster)
 }
 
@@ -314,21 +436,17 @@ fn unknown_pod(objects: &[SnapshotObject], pod: &PodRef) -> ExplainError {
     )
 }
 
-/// Runs the whole command: reads the arguments and snapshots, loads the component, decides.
-pub fn run(opts: &Options) -> Result<Report, ExplainError> {
-    let args = match &opts.config {
-        Some(p) => load_args(p)?,
-        None => String::new(),
-    };
-    let mut objects = Vec::new();
-    for path in &opts.snapshots {
-        objects.extend(load_snapshot(path)?);
+/// Reads the plugin arguments (`--config`) as JSON; empty for the defaults.
+pub fn read_args(config: Option<&Path>) -> Result<String, ExplainError> {
+    match config {
+        Some(p) => load_args(p),
+        None => Ok(String::new()),
     }
-    // Before the component is compiled, which takes a while.
-    if let Some(why) = absent_pod(&objects, &opts.pod) {
-        return Err(ExplainError::UnknownPod(why));
-    }
-    let guest = match opts.guest.clone().or_else(crate::default_guest_path) {
+}
+
+/// Loads the policy component: `--guest`, else the one beside this executable.
+pub fn load_runtime(guest: Option<&Path>) -> Result<Arc<Runtime>, ExplainError> {
+    let guest = match guest.map(Path::to_path_buf).or_else(crate::default_guest_path) {
         Some(g) => g,
         None => {
             return Err(ExplainError::Input {
@@ -340,9 +458,20 @@ pub fn run(opts: &Options) -> Result<Report, ExplainError> {
     if !guest.exists() {
         return Err(input(&guest, "no policy component here (build it with `make guest`, or pass --guest PATH)"));
     }
-    let runtime = Runtime::from_file(&guest).map_err(ExplainError::Policy)?;
+    Runtime::from_file(&guest).map_err(ExplainError::Policy)
+}
+
+/// Runs the whole command: reads the arguments and the cluster, loads the component, decides.
+pub fn run(opts: &Options) -> Result<Report, ExplainError> {
+    let args = read_args(opts.config.as_deref())?;
+    let objects = opts.source.read()?;
+    // Before the component is compiled, which takes a while.
+    if let Some(why) = absent_pod(&objects.objects, &opts.pod) {
+        return Err(ExplainError::UnknownPod(why));
+    }
+    let runtime = load_runtime(opts.guest.as_deref())?;
     let cluster = build_cluster(runtime, &args, opts.config.as_deref(), &objects)?;
-    explain(&cluster, &objects, &opts.pod)
+    explain(&cluster, &objects.objects, &opts.pod)
 }
 
 impl Report {
@@ -486,11 +615,14 @@ mod tests {
     #[test]
     fn rejected_object_is_named_with_its_origin() {
         let objs = parse("apiVersion: v1\nkind: Node\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: x, namespace: default}\nspec: 5\n").unwrap();
-        let e = build_cluster(cdplace_testkit::native::backend(), "", None, &objs).unwrap_err();
+        let e = build_cluster(cdplace_testkit::native::backend(), "", None, &Objects::from_snapshots(objs.clone()))
+            .unwrap_err();
         assert!(e.to_string().starts_with("snap.yaml: document 2 (Pod default/x): invalid type"), "{e}");
 
         let list = "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: c, namespace: d}}\n- apiVersion: resource.k8s.io/v1\n  kind: ResourceClaimTemplate\n  metadata: {name: t, namespace: d}\n  spec: {spec: {devices: {requests: [channel]}}}\n";
-        let e = build_cluster(cdplace_testkit::native::backend(), "", None, &parse(list).unwrap()).unwrap_err();
+        let e =
+            build_cluster(cdplace_testkit::native::backend(), "", None, &Objects::from_snapshots(parse(list).unwrap()))
+                .unwrap_err();
         assert!(e.to_string().starts_with("snap.yaml: item 2 (ResourceClaimTemplate d/t): invalid type"), "{e}");
     }
 
@@ -500,7 +632,7 @@ mod tests {
             cdplace_testkit::native::backend(),
             r#"{"wholeTrays": "Off"}"#,
             Some(Path::new("a.yaml")),
-            &[],
+            &Objects::default(),
         )
         .unwrap_err();
         assert_eq!(e.exit_code(), 2);
@@ -510,7 +642,9 @@ mod tests {
     #[test]
     fn unknown_and_finished_pods() {
         let objs = parse("apiVersion: v1\nkind: Pod\nmetadata: {name: done, namespace: d}\nspec: {containers: [{name: c}]}\nstatus: {phase: Succeeded}\n").unwrap();
-        let cluster = build_cluster(cdplace_testkit::native::backend(), "", None, &objs).unwrap();
+        let cluster =
+            build_cluster(cdplace_testkit::native::backend(), "", None, &Objects::from_snapshots(objs.clone()))
+                .unwrap();
         let e = explain(&cluster, &objs, &PodRef::parse("d/done").unwrap()).unwrap_err();
         assert_eq!(e.to_string(), "pod d/done has finished (phase Succeeded); the scheduler never places it");
         let e = explain(&cluster, &objs, &PodRef::parse("d/nope").unwrap()).unwrap_err();

@@ -1,11 +1,17 @@
-//! cdplace-cli: the `cdplace` command line. It owns reading cluster snapshots (YAML or JSON as
-//! `kubectl get -o yaml` writes them) and rendering reports; every decision comes from the
+//! cdplace-cli: the `cdplace` command line. It owns reading the cluster (a live one through a
+//! kubeconfig, or snapshots as `kubectl get -o yaml|json` writes them) and rendering reports; every decision comes from the
 //! policy component through `cdplace-host`, exactly as kube-scheduler runs it.
 //!
-//! Modules: [`explain`] (`cdplace explain`), [`snapshot`] (reading snapshot files).
+//! Modules: [`explain`] (`cdplace explain`, and building the view both commands share),
+//! [`status`] (`cdplace status`, the rack map), [`snapshot`] (reading snapshot files), [`live`]
+//! (reading a live cluster through a kubeconfig with kube-rs), [`owners`] (workload owners and
+//! their sizes, which the scheduler's Go adapter resolves).
 
 pub mod explain;
+pub mod live;
+pub mod owners;
 pub mod snapshot;
+pub mod status;
 
 /// Where `make guest` leaves the policy component, relative to the workspace root.
 pub const GUEST_WASM: &str = "target/wasm32-wasip2/guest/cdplace_guest.wasm";

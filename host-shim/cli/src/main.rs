@@ -1,10 +1,10 @@
 //! The `cdplace` command line. Each subcommand lives in the crate's library: `explain` is
-//! [`cdplace_cli::explain`].
+//! [`cdplace_cli::explain`], `status` is [`cdplace_cli::status`].
 
 use std::io::Write;
 use std::process::ExitCode;
 
-use cdplace_cli::explain::{self, PROGRAM};
+use cdplace_cli::{explain, status};
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
@@ -16,23 +16,33 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Show what the policy decides for one pod of a cluster snapshot, node by node.
+    /// Show what the policy decides for one pod, node by node (the live cluster, or snapshots).
     Explain(explain::Options),
+    /// Draw the fleet: NVLink cliques × trays, which ComputeDomain holds each tray, and why the
+    /// pending ones wait (the live cluster, or snapshots).
+    Status(status::Options),
 }
 
-fn main() -> ExitCode {
-    let Command::Explain(opts) = Cli::parse().command;
-    match explain::run(&opts) {
-        Ok(report) => match std::io::stdout().lock().write_all(report.render(opts.output).as_bytes()) {
+/// Prints `report`, or the failure under `program` with its exit status.
+fn finish(program: &str, result: Result<String, explain::ExplainError>) -> ExitCode {
+    match result {
+        Ok(report) => match std::io::stdout().lock().write_all(report.as_bytes()) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("{PROGRAM}: writing the report: {e}");
+                eprintln!("{program}: writing the report: {e}");
                 ExitCode::FAILURE
             }
         },
         Err(e) => {
-            eprintln!("{PROGRAM}: {}", cdplace_host::error::chain(&e));
+            eprintln!("{program}: {}", cdplace_host::error::chain(&e));
             ExitCode::from(e.exit_code())
         }
+    }
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Explain(opts) => finish(explain::PROGRAM, explain::run(&opts).map(|r| r.render(opts.output))),
+        Command::Status(opts) => finish(status::PROGRAM, status::run(&opts).map(|f| f.render(opts.output))),
     }
 }

@@ -1,0 +1,971 @@
+//! `cdplace status`: the fleet as NVLink cliques × trays — which ComputeDomain holds each tray,
+//! which trays are free or cordoned — then the ComputeDomains that wait, with their size, where
+//! the size comes from and why they wait, as the policy says it.
+//!
+//! The cluster view is built exactly as for `cdplace explain` (live or from snapshots, see
+//! [`crate::explain`]). Which ComputeDomain a pod belongs to and why a domain waits both come from
+//! the policy component: one [`Cluster::pre_filter`] per non-terminal pod gives its domain, and
+//! the first pending pod's (by name) status is its domain's reason. The size and its source are
+//! the `(size N from ...)` part of that reason; a reason without one (a domain waiting for its
+//! owner to tell its size, or for its pods to stop arriving) says why in its own words.
+//!
+//! A tray is a node with a clique label or with GPUs (allocatable through the extended resource
+//! or published in ResourceSlices); other nodes are only counted. A tray is held by a domain when
+//! a pod of it is bound or assumed there, else when one is nominated there (preemption made room),
+//! else when the node's `resource.nvidia.com/computeDomain` label (set by the driver at Prepare)
+//! names it. Everything is sorted (cliques by label value, trays by name with digits compared as
+//! numbers, domains by namespace/name), so the same cluster draws the same map.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use crate::explain::{ExplainError, Objects, SourceOptions};
+use cdplace_host::extract::{self, Object};
+use cdplace_host::{Cluster, Code, Error};
+
+/// The message prefix of every failure.
+pub const PROGRAM: &str = "cdplace status";
+
+/// The width the text map keeps within.
+pub const COLUMNS: usize = 100;
+
+/// Letters of the domains, in order; past them every domain is `#`.
+const LETTERS: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+/// What a pending domain whose PreFilter succeeds is told.
+const ADMITTED: &str = "PreFilter admits it now: it waits for the scheduler's next attempt or another plugin";
+
+/// How the map is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Rows of trays per clique, a legend and the pending domains, within 100 columns.
+    Text,
+    /// A self-contained SVG image: one rect per tray, a legend and the pending domains.
+    Svg,
+}
+
+/// The command line of `cdplace status`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Options {
+    #[command(flatten)]
+    pub source: SourceOptions,
+    /// The plugin arguments (ComputeDomainPlacementArgs fields) as YAML or JSON; defaults when
+    /// absent.
+    #[arg(long, value_name = "ARGS.yaml")]
+    pub config: Option<PathBuf>,
+    /// Map format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub output: Format,
+    /// The policy component; by default the one beside this executable.
+    #[arg(long, value_name = "PATH")]
+    pub guest: Option<PathBuf>,
+}
+
+/// Who holds a tray.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Holder {
+    Free,
+    /// The index of the domain in [`Fleet::domains`].
+    Domain(usize),
+    /// The node's domain label names a ComputeDomain UID the cluster does not have.
+    Unknown(String),
+    /// No domain, but a pod without a ComputeDomain that requests GPUs runs there.
+    Plain,
+}
+
+/// How a domain holds a tray.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    /// A pod of it is bound or assumed there (or the tray is not held by a domain).
+    Pods,
+    /// A pod of it is nominated there by preemption; none is bound yet.
+    Nominated,
+    /// Only the node's domain label names it.
+    Label,
+}
+
+/// One tray of the map.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tray {
+    pub node: String,
+    pub holder: Holder,
+    pub hold: Hold,
+    /// `spec.unschedulable`.
+    pub cordoned: bool,
+}
+
+/// The trays of one clique (`None`: trays without a clique label).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CliqueRow {
+    pub clique: Option<String>,
+    pub trays: Vec<Tray>,
+}
+
+/// A ComputeDomain of the map.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DomainEntry {
+    pub letter: char,
+    pub uid: String,
+    /// `namespace/name`, or `UID <uid>` when the cluster has no such ComputeDomain.
+    pub name: String,
+    /// Its non-terminal workload pods.
+    pub pods: u32,
+    /// Of those, bound or assumed.
+    pub placed: u32,
+    /// Of those, neither placed nor nominated.
+    pub pending: u32,
+    /// Trays it holds on the map.
+    pub trays: u32,
+    /// Why it waits (for a domain with a pending pod): the first pending pod's PreFilter.
+    pub wait: Option<Wait>,
+}
+
+/// Why a domain's pending pods wait.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wait {
+    /// The pod whose PreFilter this is.
+    pub pod: String,
+    pub code: Code,
+    pub reason: String,
+    /// The size and its source, from the reason's `(size N from ...)`.
+    pub size: Option<(u32, String)>,
+}
+
+/// The whole map.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fleet {
+    pub cliques: Vec<CliqueRow>,
+    pub domains: Vec<DomainEntry>,
+    /// Nodes that are not trays (no clique label, no GPUs).
+    pub other_nodes: u32,
+}
+
+/// Names compared with runs of digits as numbers (`tray-2` before `tray-10`).
+pub fn natural_cmp(a: &str, b: &str) -> Ordering {
+    let (mut a, mut b) = (a.as_bytes(), b.as_bytes());
+    loop {
+        match (a.first(), b.first()) {
+            (None, None) => return Ordering::Equal,
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+            (Some(x), Some(y)) if x.is_ascii_digit() && y.is_ascii_digit() => {
+                let da = a.iter().take_while(|c| c.is_ascii_digit()).count();
+                let db = b.iter().take_while(|c| c.is_ascii_digit()).count();
+                let (na, nb) = (&a[..da], &b[..db]);
+                let trim = |s: &[u8]| -> usize { s.iter().take_while(|&&c| c == b'0').count() };
+                let (ta, tb) = (&na[trim(na)..], &nb[trim(nb)..]);
+                let o = ta.len().cmp(&tb.len()).then_with(|| ta.cmp(tb)).then_with(|| da.cmp(&db));
+                if o != Ordering::Equal {
+                    return o;
+                }
+                a = &a[da..];
+                b = &b[db..];
+            }
+            (Some(x), Some(y)) => {
+                if x != y {
+                    return x.cmp(y);
+                }
+                a = &a[1..];
+                b = &b[1..];
+            }
+        }
+    }
+}
+
+/// The `(size N from ...)` part of a policy reason: the size and its source.
+pub fn size_in(reason: &str) -> Option<(u32, String)> {
+    let start = reason.find("(size ")? + 1;
+    let mut depth = 0usize;
+    let mut end = None;
+    for (i, c) in reason[start - 1..].char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    end = Some(start - 1 + i);
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let inner = &reason[start..end?];
+    let rest = inner.strip_prefix("size ")?;
+    let (n, source) = rest.split_once(" from ")?;
+    Some((n.parse().ok()?, source.to_string()))
+}
+
+struct NodeFacts {
+    clique: Option<String>,
+    domain_label: Option<String>,
+    cordoned: bool,
+    gpus: u32,
+}
+
+struct PodFacts {
+    node: Option<String>,
+    nominated: Option<String>,
+    gpus: u32,
+}
+
+/// Draws the map of the cluster view `cluster` built from `objects`.
+pub fn fleet(cluster: &Cluster, objects: &Objects) -> Result<Fleet, ExplainError> {
+    let settings = cluster.settings();
+    let mut nodes: BTreeMap<String, NodeFacts> = BTreeMap::new();
+    let mut slice_gpus: BTreeMap<String, u32> = BTreeMap::new();
+    let mut pods: BTreeMap<(String, String), PodFacts> = BTreeMap::new();
+    let mut names: BTreeMap<String, String> = BTreeMap::new();
+    // Later objects replace earlier ones, as in the view; build_cluster has already checked them.
+    let mut slices: BTreeMap<String, (Option<String>, u32)> = BTreeMap::new();
+    for o in &objects.objects {
+        let Ok(Some(obj)) = extract::extract(&o.value, settings) else { continue };
+        match obj {
+            Object::Node { name, clique_label, domain_label, unschedulable, gpus } => {
+                nodes.insert(name, NodeFacts { clique: clique_label, domain_label, cordoned: unschedulable, gpus });
+            }
+            Object::Slice { name, node, gpus } => {
+                slices.insert(name, (node, gpus));
+            }
+            Object::Pod { namespace, name, terminal, node_name, nominated_node_name, gpus, .. } => {
+                if terminal {
+                    pods.remove(&(namespace, name));
+                } else {
+                    pods.insert((namespace, name), PodFacts { node: node_name, nominated: nominated_node_name, gpus });
+                }
+            }
+            Object::Domain { namespace, name, uid, .. } => {
+                names.insert(uid, format!("{namespace}/{name}"));
+            }
+            _ => {}
+        }
+    }
+    for (node, gpus) in slices.into_values() {
+        if let Some(n) = node {
+            *slice_gpus.entry(n).or_default() += gpus;
+        }
+    }
+
+    #[derive(Default)]
+    struct Agg {
+        pods: u32,
+        placed: u32,
+        pending: u32,
+        wait: Option<Wait>,
+    }
+    let mut aggs: BTreeMap<String, Agg> = BTreeMap::new();
+    // node -> (domain uid, how) from pods; plain GPU pods by node.
+    let mut held: BTreeMap<String, (String, Hold)> = BTreeMap::new();
+    let mut plain: BTreeMap<String, ()> = BTreeMap::new();
+    for ((ns, name), p) in &pods {
+        let d = cluster.pre_filter(ns, name, &[]).map_err(|e| match e {
+            Error::UnknownPod(m) => ExplainError::UnknownPod(format!("pod {m} is not in the cluster view")),
+            e => ExplainError::Policy(e),
+        })?;
+        let Some(uid) = d.domain.clone() else {
+            if let Some(n) = &p.node
+                && p.gpus > 0
+            {
+                plain.insert(n.clone(), ());
+            }
+            continue;
+        };
+        // An IMEX daemon pod of the domain: the policy skips it, and it holds no tray of its own.
+        if d.status.code == Code::Skip {
+            continue;
+        }
+        let agg = aggs.entry(uid.clone()).or_default();
+        agg.pods += 1;
+        if let Some(n) = &p.node {
+            agg.placed += 1;
+            held.insert(n.clone(), (uid, Hold::Pods));
+        } else if let Some(n) = &p.nominated {
+            held.entry(n.clone()).or_insert((uid, Hold::Nominated));
+        } else {
+            agg.pending += 1;
+            if agg.wait.is_none() {
+                agg.wait = Some(Wait {
+                    pod: format!("{ns}/{name}"),
+                    code: d.status.code,
+                    size: size_in(&d.status.reason),
+                    reason: d.status.reason,
+                });
+            }
+        }
+    }
+
+    // Trays and their holders (by UID for now).
+    /// A tray before its holder is resolved: node, holder UID, how, cordoned, a plain GPU pod.
+    type RawTray = (String, Option<String>, Hold, bool, bool);
+    let mut rows: BTreeMap<Option<String>, Vec<RawTray>> = BTreeMap::new();
+    let mut other_nodes = 0;
+    for (name, n) in &nodes {
+        let clique = n.clique.clone().filter(|c| !c.is_empty());
+        let gpus = n.gpus.max(slice_gpus.get(name).copied().unwrap_or(0));
+        if clique.is_none() && gpus == 0 {
+            other_nodes += 1;
+            continue;
+        }
+        let (uid, hold) = match held.get(name) {
+            Some((uid, hold)) => (Some(uid.clone()), *hold),
+            None => match n.domain_label.clone().filter(|l| !l.is_empty()) {
+                Some(uid) => (Some(uid), Hold::Label),
+                None => (None, Hold::Pods),
+            },
+        };
+        rows.entry(clique).or_default().push((name.clone(), uid, hold, n.cordoned, plain.contains_key(name)));
+    }
+
+    // Domains on the map: those with pods, and those a tray's label names that the cluster has.
+    let mut uids: Vec<String> = aggs.keys().cloned().collect();
+    for trays in rows.values() {
+        for (_, uid, ..) in trays {
+            if let Some(u) = uid
+                && names.contains_key(u)
+                && !uids.contains(u)
+            {
+                uids.push(u.clone());
+            }
+        }
+    }
+    let display = |uid: &str| names.get(uid).cloned().unwrap_or_else(|| format!("UID {uid}"));
+    uids.sort_by(|a, b| display(a).cmp(&display(b)).then_with(|| a.cmp(b)));
+    let mut domains: Vec<DomainEntry> = uids
+        .iter()
+        .enumerate()
+        .map(|(i, uid)| {
+            let agg = aggs.remove(uid).unwrap_or_default();
+            DomainEntry {
+                letter: LETTERS.chars().nth(i).unwrap_or('#'),
+                uid: uid.clone(),
+                name: display(uid),
+                pods: agg.pods,
+                placed: agg.placed,
+                pending: agg.pending,
+                trays: 0,
+                wait: agg.wait,
+            }
+        })
+        .collect();
+    let index: BTreeMap<String, usize> = uids.iter().enumerate().map(|(i, u)| (u.clone(), i)).collect();
+
+    let mut cliques = Vec::new();
+    // Labelled cliques first, by label value; trays without a clique last.
+    let mut keys: Vec<Option<String>> = rows.keys().cloned().collect();
+    keys.sort_by(|a, b| match (a, b) {
+        (None, None) => Ordering::Equal,
+        (None, Some(_)) => Ordering::Greater,
+        (Some(_), None) => Ordering::Less,
+        (Some(x), Some(y)) => x.cmp(y),
+    });
+    for key in keys {
+        let mut trays: Vec<Tray> = rows
+            .remove(&key)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(node, uid, hold, cordoned, plain)| {
+                let holder = match uid {
+                    Some(u) => match index.get(&u) {
+                        Some(&i) => {
+                            domains[i].trays += 1;
+                            Holder::Domain(i)
+                        }
+                        None => Holder::Unknown(u),
+                    },
+                    None if plain => Holder::Plain,
+                    None => Holder::Free,
+                };
+                let hold = if matches!(holder, Holder::Domain(_) | Holder::Unknown(_)) { hold } else { Hold::Pods };
+                Tray { node, holder, hold, cordoned }
+            })
+            .collect();
+        trays.sort_by(|a, b| natural_cmp(&a.node, &b.node));
+        cliques.push(CliqueRow { clique: key, trays });
+    }
+    Ok(Fleet { cliques, domains, other_nodes })
+}
+
+/// Runs the whole command: reads the arguments and the cluster, loads the component, draws.
+pub fn run(opts: &Options) -> Result<Fleet, ExplainError> {
+    let args = crate::explain::read_args(opts.config.as_deref())?;
+    let objects = opts.source.read()?;
+    let runtime = crate::explain::load_runtime(opts.guest.as_deref())?;
+    let cluster = crate::explain::build_cluster(runtime, &args, opts.config.as_deref(), &objects)?;
+    fleet(&cluster, &objects)
+}
+
+/// Short clique names for the rows: `<first 8 of the cluster UUID>….<clique ID>` for labels of
+/// the driver's `<cluster UUID>.<clique ID>` form, unless two would read the same (then the
+/// full labels).
+pub fn clique_names(rows: &[CliqueRow]) -> Vec<String> {
+    let short = |c: &str| match c.rsplit_once('.') {
+        Some((uuid, id)) if uuid.chars().count() > 12 => format!("{}….{id}", uuid.chars().take(8).collect::<String>()),
+        _ => c.to_string(),
+    };
+    let full = |r: &CliqueRow| r.clique.clone().unwrap_or_else(|| "(no clique)".to_string());
+    let names: Vec<String> = rows.iter().map(|r| r.clique.as_deref().map_or_else(|| full(r), short)).collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    sorted.dedup();
+    if sorted.len() == names.len() { names } else { rows.iter().map(full).collect() }
+}
+
+impl Fleet {
+    /// The holder's character and the mark after it: the two characters of a tray's cell.
+    pub fn cell(&self, t: &Tray) -> (char, char) {
+        let holder = match &t.holder {
+            Holder::Free => '.',
+            Holder::Domain(i) => self.domains[*i].letter,
+            Holder::Unknown(_) => '?',
+            Holder::Plain => '+',
+        };
+        let mark = match (t.cordoned, t.hold) {
+            (true, _) => 'x',
+            (false, Hold::Nominated) => '*',
+            (false, Hold::Label) if t.holder != Holder::Free => '\'',
+            _ => ' ',
+        };
+        (holder, mark)
+    }
+
+    fn trays(&self) -> impl Iterator<Item = &Tray> {
+        self.cliques.iter().flat_map(|c| &c.trays)
+    }
+
+    /// The map in `format`, ending with a newline.
+    pub fn render(&self, format: Format) -> String {
+        match format {
+            Format::Text => self.text(),
+            Format::Svg => self.svg(),
+        }
+    }
+
+    /// Two lines: the trays, then the domains.
+    fn summary(&self) -> [String; 2] {
+        let trays = self.trays().count();
+        let free = self.trays().filter(|t| t.holder == Holder::Free && !t.cordoned).count();
+        let cordoned = self.trays().filter(|t| t.cordoned).count();
+        let pending = self.domains.iter().filter(|d| d.pending > 0).count();
+        let labelled = self.cliques.iter().filter(|c| c.clique.is_some()).count();
+        let mut domains = format!("{} ComputeDomain(s), {pending} pending", self.domains.len());
+        if self.other_nodes > 0 {
+            let _ = write!(domains, "; {} node(s) without GPUs or clique label not shown", self.other_nodes);
+        }
+        [format!("{trays} trays in {labelled} NVLink clique(s): {free} free, {cordoned} cordoned"), domains]
+    }
+
+    fn text(&self) -> String {
+        let mut out = String::new();
+        for line in self.summary() {
+            let _ = writeln!(out, "{line}");
+        }
+        let _ = writeln!(out);
+        let names = clique_names(&self.cliques);
+        let width = names.iter().map(|n| n.chars().count()).max().unwrap_or(0).max("CLIQUE".len());
+        // Each cell is two characters and a space; the free count takes 12 columns.
+        let per_line = ((COLUMNS.saturating_sub(width + 2 + 12) + 1) / 3).max(1);
+        let widest = self.cliques.iter().map(|c| c.trays.len()).max().unwrap_or(0).min(per_line);
+        let pad = (widest * 3).saturating_sub(1);
+        let _ = writeln!(out, "{:<width$}  TRAYS", "CLIQUE");
+        for (row, name) in self.cliques.iter().zip(&names) {
+            let cells: Vec<String> = row
+                .trays
+                .iter()
+                .map(|t| {
+                    let (h, m) = self.cell(t);
+                    format!("{h}{m}")
+                })
+                .collect();
+            let free = row.trays.iter().filter(|t| t.holder == Holder::Free && !t.cordoned).count();
+            for (i, chunk) in cells.chunks(per_line).enumerate() {
+                let label = if i == 0 { name.as_str() } else { "" };
+                let mut line = format!("{label:<width$}  {}", chunk.join(" "));
+                if i == 0 {
+                    line = format!("{label:<width$}  {:<pad$}  {free:>2}/{} free", chunk.join(" "), row.trays.len());
+                }
+                let _ = writeln!(out, "{}", line.trim_end());
+            }
+        }
+        let _ = writeln!(out);
+        let name_width = self.domains.iter().map(|d| d.name.chars().count()).max().unwrap_or(0);
+        for d in &self.domains {
+            let state = match () {
+                _ if d.pending > 0 => "pending",
+                _ if d.placed < d.pods => "nominated",
+                _ => "placed",
+            };
+            let line = format!(
+                "  {}  {:<name_width$}  {} tray(s), {} of {} pod(s) placed, {state}",
+                d.letter, d.name, d.trays, d.placed, d.pods
+            );
+            let _ = writeln!(out, "{}", line.trim_end());
+        }
+        let mut unknown: Vec<&str> = self
+            .trays()
+            .filter_map(|t| if let Holder::Unknown(u) = &t.holder { Some(u.as_str()) } else { None })
+            .collect();
+        unknown.sort_unstable();
+        unknown.dedup();
+        for u in unknown {
+            let _ = writeln!(
+                out,
+                "  ?  held by the domain label of ComputeDomain UID {u}, which the cluster does not have"
+            );
+        }
+        let _ = writeln!(out, "  .  free    +  a pod without a ComputeDomain that requests GPUs");
+        let _ =
+            writeln!(out, "  a mark after the holder:  x cordoned   * nominated by preemption   ' held by the node's");
+        let _ = writeln!(out, "  domain label only (no pod of the domain there)");
+        let pending: Vec<&DomainEntry> = self.domains.iter().filter(|d| d.pending > 0).collect();
+        if !pending.is_empty() {
+            let _ = writeln!(out);
+            let _ = writeln!(out, "Pending ComputeDomains:");
+            for d in pending {
+                let size = match d.wait.as_ref().and_then(|w| w.size.as_ref()) {
+                    Some((n, source)) => format!(", size {n} from {source}"),
+                    None => String::new(),
+                };
+                wrap(
+                    &mut out,
+                    &format!("{}  {}: {} of {} pod(s) pending{size}", d.letter, d.name, d.pending, d.pods),
+                    2,
+                    5,
+                );
+                if let Some(w) = &d.wait {
+                    let why = match w.code {
+                        Code::Success => ADMITTED.to_string(),
+                        c => format!("{}: {}", c.as_str(), w.reason),
+                    };
+                    wrap(&mut out, &format!("{why} [pod {}]", w.pod), 5, 5);
+                }
+            }
+        }
+        out
+    }
+
+    fn svg(&self) -> String {
+        const CELL: usize = 26;
+        const GAP: usize = 4;
+        const LEFT: usize = 150;
+        const TOP: usize = 40;
+        const LINE: usize = 18;
+        let names = clique_names(&self.cliques);
+        let widest = self.cliques.iter().map(|c| c.trays.len()).max().unwrap_or(0);
+        let mut y = TOP;
+        let mut body = String::new();
+        let _ = writeln!(body, r#"<text x="10" y="24" class="title">{}</text>"#, esc(&self.summary().join("; ")));
+        for (row, name) in self.cliques.iter().zip(&names) {
+            let full = row.clique.as_deref().unwrap_or("(no clique)");
+            let _ = writeln!(
+                body,
+                r#"<text x="10" y="{}" class="clique"><title>{}</title>{}</text>"#,
+                y + CELL / 2 + 5,
+                esc(full),
+                esc(name)
+            );
+            for (i, t) in row.trays.iter().enumerate() {
+                let x = LEFT + i * (CELL + GAP);
+                let (h, m) = self.cell(t);
+                let (fill, holder) = match &t.holder {
+                    Holder::Free => ("#f4f4f4".to_string(), "free".to_string()),
+                    Holder::Domain(d) => (colour(*d), self.domains[*d].name.clone()),
+                    Holder::Unknown(u) => {
+                        ("#777777".to_string(), format!("ComputeDomain UID {u} (not in the cluster)"))
+                    }
+                    Holder::Plain => ("#bbbbbb".to_string(), "a pod without a ComputeDomain".to_string()),
+                };
+                let mut what = holder;
+                match (t.cordoned, t.hold) {
+                    (true, _) => what.push_str(", cordoned"),
+                    (false, Hold::Nominated) => what.push_str(", nominated by preemption"),
+                    (false, Hold::Label) if t.holder != Holder::Free => what.push_str(", domain label only"),
+                    _ => {}
+                }
+                let stroke = if t.cordoned {
+                    r##"stroke="#cc0000" stroke-width="2""##
+                } else {
+                    r##"stroke="#444444" stroke-width="1""##
+                };
+                let dash =
+                    if t.hold == Hold::Label && t.holder != Holder::Free { r#" stroke-dasharray="3 2""# } else { "" };
+                let _ = writeln!(
+                    body,
+                    r#"<rect class="tray" x="{x}" y="{y}" width="{CELL}" height="{CELL}" rx="3" fill="{fill}" {stroke}{dash}><title>{}: {}</title></rect>"#,
+                    esc(&t.node),
+                    esc(&what)
+                );
+                let label: String = [h, m].iter().filter(|c| **c != ' ' && **c != '.').collect();
+                if !label.is_empty() {
+                    let _ = writeln!(
+                        body,
+                        r#"<text x="{}" y="{}" class="cell">{}</text>"#,
+                        x + CELL / 2,
+                        y + CELL / 2 + 5,
+                        esc(&label)
+                    );
+                }
+            }
+            y += CELL + GAP;
+        }
+        y += LINE;
+        let _ = writeln!(body, r#"<g class="legend">"#);
+        for (i, d) in self.domains.iter().enumerate() {
+            let _ = writeln!(
+                body,
+                r##"<rect x="10" y="{}" width="14" height="14" fill="{}" stroke="#444444"/><text x="32" y="{}">{} {}: {} tray(s), {} of {} pod(s) placed{}</text>"##,
+                y - 11,
+                colour(i),
+                y,
+                d.letter,
+                esc(&d.name),
+                d.trays,
+                d.placed,
+                d.pods,
+                if d.pending > 0 { ", pending" } else { "" }
+            );
+            y += LINE;
+        }
+        for (fill, text) in [
+            ("#f4f4f4", "free"),
+            ("#bbbbbb", "a pod without a ComputeDomain that requests GPUs"),
+            ("#777777", "held by the label of a ComputeDomain the cluster does not have"),
+        ] {
+            let _ = writeln!(
+                body,
+                r##"<rect x="10" y="{}" width="14" height="14" fill="{fill}" stroke="#444444"/><text x="32" y="{y}">{text}</text>"##,
+                y - 11
+            );
+            y += LINE;
+        }
+        let _ = writeln!(
+            body,
+            r#"<text x="10" y="{y}">red border: cordoned; x cordoned, * nominated by preemption, ' (dashed) domain label only</text>"#
+        );
+        y += LINE;
+        let _ = writeln!(body, "</g>");
+        let pending: Vec<&DomainEntry> = self.domains.iter().filter(|d| d.pending > 0).collect();
+        if !pending.is_empty() {
+            y += LINE;
+            let _ = writeln!(
+                body,
+                r#"<g class="pending"><text x="10" y="{y}" class="title">Pending ComputeDomains</text>"#
+            );
+            y += LINE;
+            for d in pending {
+                let size = match d.wait.as_ref().and_then(|w| w.size.as_ref()) {
+                    Some((n, source)) => format!(", size {n} from {source}"),
+                    None => String::new(),
+                };
+                let _ = writeln!(
+                    body,
+                    r#"<text x="10" y="{y}">{} {}: {} of {} pod(s) pending{}</text>"#,
+                    d.letter,
+                    esc(&d.name),
+                    d.pending,
+                    d.pods,
+                    esc(&size)
+                );
+                y += LINE;
+                if let Some(w) = &d.wait {
+                    let why = match w.code {
+                        Code::Success => ADMITTED.to_string(),
+                        c => format!("{}: {}", c.as_str(), w.reason),
+                    };
+                    let _ = writeln!(body, r#"<text x="30" y="{y}" class="reason">{}</text>"#, esc(&why));
+                    y += LINE;
+                }
+            }
+            let _ = writeln!(body, "</g>");
+        }
+        let width = (LEFT + widest * (CELL + GAP) + 20).max(900);
+        let height = y + 10;
+        format!(
+            concat!(
+                r#"<?xml version="1.0" encoding="UTF-8"?>"#,
+                "\n",
+                r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}">"#,
+                "\n<style>text {{ font-family: monospace; font-size: 12px; fill: #222222; }} .title {{ font-size: 14px; font-weight: bold; }} .cell {{ text-anchor: middle; font-weight: bold; }}</style>\n",
+                r##"<rect width="100%" height="100%" fill="#ffffff"/>"##,
+                "\n{body}</svg>\n"
+            ),
+            w = width,
+            h = height,
+            body = body
+        )
+    }
+}
+
+/// A distinct fill per domain index.
+fn colour(i: usize) -> String {
+    const PALETTE: [&str; 12] = [
+        "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#86bcb6",
+        "#d37295", "#a0cbe8",
+    ];
+    PALETTE[i % PALETTE.len()].to_string()
+}
+
+/// Escapes text for XML.
+fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&apos;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// Writes `text` wrapped at [`COLUMNS`]: the first line indented by `first`, the rest by `rest`.
+fn wrap(out: &mut String, text: &str, first: usize, rest: usize) {
+    let mut line = " ".repeat(first);
+    let mut empty = true;
+    for word in text.split(' ') {
+        if !empty && line.chars().count() + 1 + word.chars().count() > COLUMNS {
+            let _ = writeln!(out, "{line}");
+            line = " ".repeat(rest);
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line.push_str(word);
+        empty = false;
+    }
+    let _ = writeln!(out, "{line}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::SnapshotObject;
+    use cdplace_testkit::builders::{self as b, clique};
+    use serde_json::{Value, json};
+
+    const DOMAIN_LABEL: &str = "resource.nvidia.com/computeDomain";
+
+    fn owned_by_job(mut p: Value, job: &str) -> Value {
+        p["metadata"]["ownerReferences"] = json!([{"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": format!("uid-{job}"), "controller": true}]);
+        p
+    }
+
+    /// 8 racks of 18 trays: alpha runs on 10 trays of rack 1, beta fills rack 2, rack 3 has a
+    /// cordoned tray and one alpha's label still holds, rack 4 a tray labelled for a domain the
+    /// cluster does not have, rack 5 a plain GPU pod, rack 6 delta nominated by preemption;
+    /// gamma's Job asks 20 pods, more than a clique holds.
+    fn fleet_objects() -> Vec<Value> {
+        let mut o = Vec::new();
+        for r in 1..=8 {
+            o.extend(b::rack(&format!("r{r}"), r, 18));
+        }
+        o.push(b::node("cpu-0", None, 0));
+        for (name, uid) in
+            [("alpha", "uid-alpha"), ("beta", "uid-beta"), ("gamma", "uid-gamma"), ("delta", "uid-delta")]
+        {
+            o.extend(b::domain("team", name, uid));
+        }
+        for i in 0..10 {
+            o.push(b::bound(b::cd_pod("team", "alpha", &format!("alpha-{i}")), &format!("r1-{i:02}")));
+        }
+        for i in 0..18 {
+            o.push(b::bound(b::cd_pod("team", "beta", &format!("beta-{i}")), &format!("r2-{i:02}")));
+        }
+        let node = |o: &mut Vec<Value>, name: &str, f: &dyn Fn(Value) -> Value| {
+            let i = o.iter().position(|v| v["kind"] == "Node" && v["metadata"]["name"] == name).unwrap();
+            o[i] = f(o[i].clone());
+        };
+        node(&mut o, "r3-05", &b::cordon);
+        node(&mut o, "r3-06", &|n| b::label(n, DOMAIN_LABEL, "uid-alpha"));
+        node(&mut o, "r4-00", &|n| b::label(n, DOMAIN_LABEL, "uid-gone"));
+        o.push(b::bound(b::pod("team", "plain", None, 4), "r5-00"));
+        o.push(b::nominated(b::cd_pod("team", "delta", "delta-0"), "r6-00"));
+        o.push(json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"namespace": "team", "name": "big"},
+            "spec": {"parallelism": 20, "completions": 20}}));
+        for i in 0..3 {
+            o.push(owned_by_job(b::cd_pod("team", "gamma", &format!("gamma-{i}")), "big"));
+        }
+        o
+    }
+
+    fn objects(values: Vec<Value>) -> Objects {
+        let objs = values
+            .into_iter()
+            .enumerate()
+            .map(|(i, value)| SnapshotObject { file: "fleet.yaml".into(), origin: format!("item {}", i + 1), value })
+            .collect();
+        Objects::from_snapshots(objs)
+    }
+
+    fn map(values: Vec<Value>) -> Fleet {
+        let objects = objects(values);
+        let cluster =
+            crate::explain::build_cluster(cdplace_testkit::native::backend(), "", None, &objects).expect("cluster");
+        fleet(&cluster, &objects).expect("fleet")
+    }
+
+    #[test]
+    fn eight_racks_of_eighteen_as_text() {
+        let text = map(fleet_objects()).render(Format::Text);
+        for line in text.lines() {
+            assert!(line.chars().count() <= COLUMNS, "wider than {COLUMNS}: {line:?}\n{text}");
+        }
+        let c = |id: u32| format!("0f8e7d6c….{id}");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[..2],
+            [
+                "144 trays in 8 NVLink clique(s): 111 free, 1 cordoned",
+                "4 ComputeDomain(s), 1 pending; 1 node(s) without GPUs or clique label not shown"
+            ]
+        );
+        let expected_rows = [
+            "CLIQUE       TRAYS".to_string(),
+            format!("{}  A  A  A  A  A  A  A  A  A  A  .  .  .  .  .  .  .  .    8/18 free", c(1)),
+            format!("{}  B  B  B  B  B  B  B  B  B  B  B  B  B  B  B  B  B  B    0/18 free", c(2)),
+            format!("{}  .  .  .  .  .  .x A' .  .  .  .  .  .  .  .  .  .  .   16/18 free", c(3)),
+            format!("{}  ?' .  .  .  .  .  .  .  .  .  .  .  .  .  .  .  .  .   17/18 free", c(4)),
+            format!("{}  +  .  .  .  .  .  .  .  .  .  .  .  .  .  .  .  .  .   17/18 free", c(5)),
+            format!("{}  C* .  .  .  .  .  .  .  .  .  .  .  .  .  .  .  .  .   17/18 free", c(6)),
+            format!("{}  .  .  .  .  .  .  .  .  .  .  .  .  .  .  .  .  .  .   18/18 free", c(7)),
+            format!("{}  .  .  .  .  .  .  .  .  .  .  .  .  .  .  .  .  .  .   18/18 free", c(8)),
+        ];
+        assert_eq!(lines[3..12], expected_rows.iter().map(String::as_str).collect::<Vec<_>>()[..], "\n{text}");
+        assert_eq!(
+            lines[13..17],
+            [
+                "  A  team/alpha  11 tray(s), 10 of 10 pod(s) placed, placed",
+                "  B  team/beta   18 tray(s), 18 of 18 pod(s) placed, placed",
+                "  C  team/delta  1 tray(s), 0 of 1 pod(s) placed, nominated",
+                "  D  team/gamma  0 tray(s), 0 of 3 pod(s) placed, pending",
+            ],
+            "\n{text}"
+        );
+        assert!(
+            text.contains(
+                "  ?  held by the domain label of ComputeDomain UID uid-gone, which the cluster does not have"
+            )
+        );
+        let pending = &text[text.find("Pending ComputeDomains:").expect("a pending section")..];
+        assert!(
+            pending.contains("  D  team/gamma: 3 of 3 pod(s) pending, size 20 from Job team/big spec.parallelism"),
+            "{pending}"
+        );
+        assert!(!pending.contains("team/delta"), "delta is nominated, not pending: {pending}");
+        assert!(
+            pending.contains("UnschedulableAndUnresolvable: ComputeDomain team/gamma needs 20 trays in one NVLink"),
+            "{pending}"
+        );
+        assert!(pending.contains("[pod team/gamma-0]"), "{pending}");
+    }
+
+    #[test]
+    fn the_same_cluster_in_another_order_draws_the_same_map() {
+        let mut values = fleet_objects();
+        let a = map(values.clone());
+        values.reverse();
+        // Reversed, the nodes come after their pods; the map does not change.
+        let b = map(values);
+        assert_eq!(a.render(Format::Text), b.render(Format::Text));
+        assert_eq!(a.render(Format::Svg), b.render(Format::Svg));
+    }
+
+    #[test]
+    fn svg_is_well_formed_with_one_rect_per_tray() {
+        let fleet = map(fleet_objects());
+        let svg = fleet.render(Format::Svg);
+        let doc = roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("{e}\n{svg}"));
+        let root = doc.root_element();
+        assert_eq!(root.tag_name().name(), "svg");
+        assert_eq!(root.tag_name().namespace(), Some("http://www.w3.org/2000/svg"));
+        let trays: Vec<_> =
+            root.children().filter(|n| n.has_tag_name("rect") && n.attribute("class") == Some("tray")).collect();
+        assert_eq!(trays.len(), 144);
+        let title = |n: &roxmltree::Node| {
+            n.children().find(|c| c.has_tag_name("title")).and_then(|t| t.text()).unwrap_or("").to_string()
+        };
+        let alpha: Vec<String> = trays.iter().map(title).filter(|t| t.contains("team/alpha")).collect();
+        assert_eq!(alpha.len(), 11, "{alpha:?}");
+        assert!(alpha.contains(&"r3-06: team/alpha, domain label only".to_string()), "{alpha:?}");
+        assert!(trays.iter().map(title).any(|t| t == "r3-05: free, cordoned"));
+        assert!(
+            trays
+                .iter()
+                .map(title)
+                .any(|t| t == "r4-00: ComputeDomain UID uid-gone (not in the cluster), domain label only")
+        );
+        // Same domain, same colour; the cordoned tray has a red border.
+        let fill = |node: &str| {
+            trays
+                .iter()
+                .find(|n| title(n).starts_with(&format!("{node}: ")))
+                .and_then(|n| n.attribute("fill"))
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(fill("r1-00"), fill("r1-09"));
+        assert_ne!(fill("r1-00"), fill("r2-00"));
+        let cordoned = trays.iter().find(|n| title(n).starts_with("r3-05: ")).unwrap();
+        assert_eq!(cordoned.attribute("stroke"), Some("#cc0000"));
+        let legend = root.children().find(|n| n.attribute("class") == Some("legend")).expect("a legend");
+        let texts: Vec<&str> =
+            legend.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text()).collect();
+        assert!(texts.contains(&"A team/alpha: 11 tray(s), 10 of 10 pod(s) placed"), "{texts:?}");
+        let pending = root.children().find(|n| n.attribute("class") == Some("pending")).expect("pending domains");
+        let texts: Vec<&str> =
+            pending.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text()).collect();
+        assert!(
+            texts.contains(&"D team/gamma: 3 of 3 pod(s) pending, size 20 from Job team/big spec.parallelism"),
+            "{texts:?}"
+        );
+    }
+
+    #[test]
+    fn long_rows_wrap_within_the_width() {
+        let mut o = b::rack("big", 1, 40);
+        o.extend(b::domain("team", "alpha", "uid-alpha"));
+        o.push(b::bound(b::cd_pod("team", "alpha", "alpha-0"), "big-39"));
+        let text = map(o).render(Format::Text);
+        let rows: Vec<&str> = text.lines().skip(4).take_while(|l| !l.is_empty()).collect();
+        assert!(rows.len() > 1, "{text}");
+        assert!(rows.iter().all(|l| l.chars().count() <= COLUMNS), "{text}");
+        assert!(rows[0].ends_with("39/40 free"), "{text}");
+        let cells = rows.iter().flat_map(|l| l.split_whitespace()).filter(|c| *c == "." || *c == "A").count();
+        assert_eq!(cells, 40, "{text}");
+    }
+
+    #[test]
+    fn sizes_read_from_reasons() {
+        assert_eq!(
+            size_in(
+                "X needs 4 trays in one NVLink clique (size 4 from JobSet a/b spec.replicatedJobs (w 2×2)); the most"
+            ),
+            Some((4, "JobSet a/b spec.replicatedJobs (w 2×2)".to_string()))
+        );
+        assert_eq!(
+            size_in("ComputeDomain a/b is waiting for Job a/j (the pods' owner) to tell the domain's size"),
+            None
+        );
+        assert_eq!(size_in("(size 3 from"), None);
+    }
+
+    #[test]
+    fn natural_order_and_short_clique_names() {
+        let mut v = vec!["t-10", "t-2", "t-02", "t-1", "s-9"];
+        v.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(v, ["s-9", "t-1", "t-2", "t-02", "t-10"]);
+        let row = |c: Option<&str>| CliqueRow { clique: c.map(String::from), trays: Vec::new() };
+        assert_eq!(
+            clique_names(&[row(Some(&clique(1))), row(Some("rack-a")), row(None)]),
+            ["0f8e7d6c….1", "rack-a", "(no clique)"]
+        );
+        // Two clusters whose UUIDs start alike: the full labels.
+        let same = ["0f8e7d6c-aaaa-4321-9876-abcdef012345.1", "0f8e7d6c-bbbb-4321-9876-abcdef012345.1"];
+        assert_eq!(clique_names(&[row(Some(same[0])), row(Some(same[1]))]), same);
+    }
+}
