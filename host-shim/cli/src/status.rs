@@ -219,15 +219,15 @@ pub fn fleet(cluster: &Cluster, objects: &Objects) -> Result<Fleet, ExplainError
     let mut pods: BTreeMap<(String, String), PodFacts> = BTreeMap::new();
     let mut names: BTreeMap<String, String> = BTreeMap::new();
     // Later objects replace earlier ones, as in the view; build_cluster has already checked them.
-    let mut slices: BTreeMap<String, (Option<String>, u32)> = BTreeMap::new();
+    let mut slices: BTreeMap<String, (Option<String>, u32, String, i64)> = BTreeMap::new();
     for o in &objects.objects {
         let Ok(Some(obj)) = extract::extract(&o.value, settings) else { continue };
         match obj {
             Object::Node { name, clique_label, domain_label, unschedulable, gpus } => {
                 nodes.insert(name, NodeFacts { clique: clique_label, domain_label, cordoned: unschedulable, gpus });
             }
-            Object::Slice { name, node, gpus } => {
-                slices.insert(name, (node, gpus));
+            Object::Slice { name, node, gpus, pool, generation } => {
+                slices.insert(name, (node, gpus, pool, generation));
             }
             Object::Pod { namespace, name, terminal, node_name, nominated_node_name, gpus, .. } => {
                 if terminal {
@@ -242,9 +242,18 @@ pub fn fleet(cluster: &Cluster, objects: &Objects) -> Result<Fleet, ExplainError
             _ => {}
         }
     }
-    for (node, gpus) in slices.into_values() {
-        if let Some(n) = node {
-            *slice_gpus.entry(n).or_default() += gpus;
+    // As the view counts them: only the slices of each pool's newest generation.
+    let mut newest: BTreeMap<String, i64> = BTreeMap::new();
+    for (_, _, pool, generation) in slices.values() {
+        let g = newest.entry(pool.clone()).or_insert(*generation);
+        *g = (*g).max(*generation);
+    }
+    for (node, gpus, pool, generation) in slices.into_values() {
+        if let Some(n) = node
+            && newest.get(&pool) == Some(&generation)
+        {
+            let total = slice_gpus.entry(n).or_default();
+            *total = total.saturating_add(gpus);
         }
     }
 
