@@ -113,7 +113,7 @@ func FuzzFactSequences(f *testing.F) {
 			case 3:
 				b.Add(AppendTemplate(nil, &facts.Template{Namespace: "ns", Name: r.name("t"), Domain: r.ostr("uid-"), Daemon: r.byte()%4 == 0, GPUs: facts.GPUDemand{Count: r.count()}}))
 			case 4:
-				b.Add(AppendSlice(nil, &facts.Slice{Name: r.name("s"), Node: r.ostr("n"), GPUs: r.count()}))
+				b.Add(AppendSlice(nil, &facts.Slice{Name: r.name("s"), Node: r.ostr("n"), GPUs: r.count(), Pool: r.name("pool"), Generation: int64(r.byte() % 4)}))
 			case 5:
 				b.Add(AppendDomain(nil, &facts.Domain{Namespace: "ns", Name: r.name("cd"), UID: r.name("uid-"), SizeHint: r.ocount(), NumNodes: r.ocount()}))
 			case 6:
