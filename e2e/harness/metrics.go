@@ -29,23 +29,7 @@ type Metrics map[string]Histogram
 
 // ScrapeHistograms reads every histogram of the given metric families from url.
 func ScrapeHistograms(ctx context.Context, url string, families ...string) (Metrics, error) {
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback, self-signed
-	}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	parsed, err := parser.TextToMetricFamilies(resp.Body)
+	parsed, err := scrape(ctx, url)
 	if err != nil {
 		return nil, err
 	}
@@ -169,6 +153,31 @@ type Gauges map[string]float64
 
 // ScrapeGauges reads every gauge of the given metric families from url.
 func ScrapeGauges(ctx context.Context, url string, families ...string) (Gauges, error) {
+	parsed, err := scrape(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	out := Gauges{}
+	for _, fam := range families {
+		mf := parsed[fam]
+		if mf == nil || mf.GetType() != dto.MetricType_GAUGE {
+			continue
+		}
+		for _, m := range mf.Metric {
+			var labels []string
+			for _, l := range m.Label {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			sort.Strings(labels)
+			out[fam+"{"+strings.Join(labels, ",")+"}"] = m.GetGauge().GetValue()
+		}
+	}
+	return out, nil
+}
+
+// scrape reads a /metrics endpoint (the scheduler's self-signed loopback HTTPS) into its
+// metric families.
+func scrape(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback, self-signed
 	}}
@@ -189,20 +198,5 @@ func ScrapeGauges(ctx context.Context, url string, families ...string) (Gauges, 
 	if err != nil {
 		return nil, err
 	}
-	out := Gauges{}
-	for _, fam := range families {
-		mf := parsed[fam]
-		if mf == nil || mf.GetType() != dto.MetricType_GAUGE {
-			continue
-		}
-		for _, m := range mf.Metric {
-			var labels []string
-			for _, l := range m.Label {
-				labels = append(labels, l.GetName()+"="+l.GetValue())
-			}
-			sort.Strings(labels)
-			out[fam+"{"+strings.Join(labels, ",")+"}"] = m.GetGauge().GetValue()
-		}
-	}
-	return out, nil
+	return parsed, nil
 }
