@@ -242,39 +242,12 @@ pub fn build_cluster(
             Error::InvalidObject(m) => rejected(m),
             e => ExplainError::Policy(e),
         })?;
-        match object {
-            Some(Object::Pod {
-                namespace,
-                name,
-                terminal,
-                node_name,
-                nominated_node_name,
-                claims,
-                gpus,
-                size_hint,
-                pod_group,
-                owner: _,
-                created_ms,
-                priority,
-            }) => {
-                let owner = owners::key_of(&o.value, served);
-                records.push(Record::Upsert(Object::Pod {
-                    namespace,
-                    name,
-                    terminal,
-                    node_name,
-                    nominated_node_name,
-                    claims,
-                    gpus,
-                    size_hint,
-                    pod_group,
-                    owner,
-                    created_ms,
-                    priority,
-                }));
+        if let Some(mut obj) = object {
+            // The JSON extraction leaves the owner empty; the CLI resolves it as the Go adapter does.
+            if let Object::Pod { owner, .. } = &mut obj {
+                *owner = owners::key_of(&o.value, served);
             }
-            Some(other) => records.push(Record::Upsert(other)),
-            None => {}
+            records.push(Record::Upsert(obj));
         }
     }
     cluster.apply_facts(&facts::encode(&records)).map_err(ExplainError::Policy)?;
