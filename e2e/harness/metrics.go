@@ -40,16 +40,11 @@ func ScrapeHistograms(ctx context.Context, url string, families ...string) (Metr
 			continue
 		}
 		for _, m := range mf.Metric {
-			var labels []string
-			for _, l := range m.Label {
-				labels = append(labels, l.GetName()+"="+l.GetValue())
-			}
-			sort.Strings(labels)
 			h := Histogram{Count: m.Histogram.GetSampleCount(), Sum: m.Histogram.GetSampleSum(), Buckets: map[float64]uint64{}}
 			for _, b := range m.Histogram.Bucket {
 				h.Buckets[b.GetUpperBound()] = b.GetCumulativeCount()
 			}
-			out[fam+"{"+strings.Join(labels, ",")+"}"] = h
+			out[seriesKey(fam, m)] = h
 		}
 	}
 	return out, nil
@@ -164,12 +159,7 @@ func ScrapeGauges(ctx context.Context, url string, families ...string) (Gauges, 
 			continue
 		}
 		for _, m := range mf.Metric {
-			var labels []string
-			for _, l := range m.Label {
-				labels = append(labels, l.GetName()+"="+l.GetValue())
-			}
-			sort.Strings(labels)
-			out[fam+"{"+strings.Join(labels, ",")+"}"] = m.GetGauge().GetValue()
+			out[seriesKey(fam, m)] = m.GetGauge().GetValue()
 		}
 	}
 	return out, nil
@@ -199,4 +189,14 @@ func scrape(ctx context.Context, url string) (map[string]*dto.MetricFamily, erro
 		return nil, err
 	}
 	return parsed, nil
+}
+
+// seriesKey names one series of family fam: "fam{label=value,...}", labels sorted.
+func seriesKey(fam string, m *dto.Metric) string {
+	var labels []string
+	for _, l := range m.Label {
+		labels = append(labels, l.GetName()+"="+l.GetValue())
+	}
+	sort.Strings(labels)
+	return fam + "{" + strings.Join(labels, ",") + "}"
 }
