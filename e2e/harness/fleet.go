@@ -14,15 +14,17 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/cdplace/cdplace/host-shim/go/test/nvdriver"
 )
 
 // Well-known names of the NVIDIA DRA driver and GPU Feature Discovery.
 const (
 	CliqueLabel         = "nvidia.com/gpu.clique"
-	DomainNodeLabel     = "resource.nvidia.com/computeDomain"
+	DomainNodeLabel     = nvdriver.DomainLabel
 	GPUDriver           = "gpu.nvidia.com"
-	ComputeDomainDriver = "compute-domain.nvidia.com"
-	ChannelClass        = "compute-domain-default-channel.nvidia.com"
+	ComputeDomainDriver = nvdriver.Driver
+	ChannelClass        = nvdriver.ChannelClass
 	DaemonClass         = "compute-domain-daemon.nvidia.com"
 	GPUClass            = "gpu.nvidia.com"
 	GPUResource         = corev1.ResourceName("nvidia.com/gpu")

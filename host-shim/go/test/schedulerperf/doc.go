@@ -11,8 +11,8 @@
 // racks, cdplace against the stock profile with the clique pod-affinity baseline).
 //
 // The package owns deriving the config that is run (Derive: paths made absolute,
-// upstream's throughput thresholds dropped, twins and the ComputeDomain CRD added), the
-// emulation of NVIDIA's ComputeDomain controller inside the benchmark (StartDriverEmulator), and
-// the placement summary of ComputeDomain pods (SummarizePlacement). make bench-upstream
+// upstream's throughput thresholds dropped, twins and the ComputeDomain CRD added) and the
+// placement summary of ComputeDomain pods (SummarizePlacement); NVIDIA's ComputeDomain
+// controller is emulated in every workload by test/nvdriver, as in the e2e suite. make bench-upstream
 // (e2e/cmd/cdplace-bench-upstream) builds the test binary once and alternates the variants.
 package schedulerperf

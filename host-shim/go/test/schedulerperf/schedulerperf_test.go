@@ -21,6 +21,7 @@ import (
 	"k8s.io/kubernetes/test/utils/client-go/ktesting"
 
 	"github.com/cdplace/cdplace/host-shim/go/pkg/computedomain"
+	"github.com/cdplace/cdplace/host-shim/go/test/nvdriver"
 )
 
 // Paths relative to this package's directory, the working directory of `go test` (the bench
@@ -120,7 +121,7 @@ func dataItemsDir() string {
 // emulator and, when the workload is done (before the apiserver stops), writes the placement of
 // the ComputeDomain pods to <data-items-dir>/placement-<workload>.json.
 func prepare(tCtx ktesting.TContext) error {
-	emu := StartDriverEmulator(tCtx, tCtx.Client(), tCtx.Dynamic())
+	emu := nvdriver.Start(tCtx, tCtx.Client(), tCtx.Dynamic())
 	tCtx.TB().Cleanup(func() {
 		defer emu.Stop()
 		if err := writePlacement(tCtx, emu); err != nil {
@@ -132,7 +133,7 @@ func prepare(tCtx ktesting.TContext) error {
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
 
-func writePlacement(tCtx ktesting.TContext, emu *DriverEmulator) error {
+func writePlacement(tCtx ktesting.TContext, emu *nvdriver.Emulator) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(tCtx), time.Minute)
 	defer cancel()
 	pods, err := tCtx.Client().CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: PodDomainLabel})

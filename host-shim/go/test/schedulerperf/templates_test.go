@@ -11,6 +11,8 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cdplace/cdplace/host-shim/go/test/nvdriver"
 )
 
 // render executes a template under config/templates as scheduler_perf does (text/template with
@@ -79,7 +81,7 @@ func TestNodesAndSlicesMatch(t *testing.T) {
 		if gpus.Spec.Driver != "gpu.nvidia.com" || len(gpus.Spec.Devices) != 4 {
 			t.Errorf("GPU slice: driver %s, %d devices", gpus.Spec.Driver, len(gpus.Spec.Devices))
 		}
-		if cd.Spec.Driver != computeDomainDriver || len(cd.Spec.Devices) != 2 ||
+		if cd.Spec.Driver != nvdriver.Driver || len(cd.Spec.Devices) != 2 ||
 			cd.Spec.Devices[0].Name != "channel-0" || cd.Spec.Devices[1].Name != "daemon-0" {
 			t.Errorf("compute-domain slice: %+v", cd.Spec)
 		}
