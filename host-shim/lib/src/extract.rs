@@ -33,7 +33,7 @@ pub enum Kind {
 }
 
 /// Every kind, in `cdplace_kind_t` order.
-const KINDS: [Kind; 8] = [
+pub const KINDS: [Kind; 8] = [
     Kind::Node,
     Kind::Pod,
     Kind::ResourceClaim,

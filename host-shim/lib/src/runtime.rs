@@ -5,8 +5,8 @@
 //! deadline and a memory limit, and any trap is returned as an [`Error`] (the caller then drops
 //! the instance, as a trapped instance must not be reused).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -65,32 +65,88 @@ impl ResourceLimiter for StoreState {
     }
 }
 
-/// Advances the engine's epoch every [`TICK`] until dropped.
+/// Advances the engine's epoch every [`TICK`] while a guest call runs, and sleeps on a condition
+/// variable otherwise: a scheduler whose pods never reach the guest (no ComputeDomains) pays no
+/// wake-ups for it. Deadlines are set relative to the epoch at the start of each call, so a
+/// paused epoch loses nothing.
 struct Ticker {
-    stop: Arc<AtomicBool>,
+    shared: Arc<TickShared>,
     thread: Option<JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct TickShared {
+    state: Mutex<TickState>,
+    wake: Condvar,
+    /// Epoch increments so far (tests read it).
+    ticks: AtomicU64,
+}
+
+#[derive(Default)]
+struct TickState {
+    /// Guest calls running now.
+    active: usize,
+    stop: bool,
+}
+
+impl TickShared {
+    fn lock(&self) -> MutexGuard<'_, TickState> {
+        // The state is two plain fields: a panic elsewhere cannot leave it half-written.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Holds the ticker running for one guest call.
+pub(crate) struct Ticking(Arc<TickShared>);
+
+impl Drop for Ticking {
+    fn drop(&mut self) {
+        self.0.lock().active -= 1;
+    }
 }
 
 impl Ticker {
     fn start(engine: Engine) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
+        let shared = Arc::new(TickShared::default());
+        let mine = shared.clone();
         let thread = std::thread::Builder::new()
             .name("cdplace-epoch".into())
             .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
+                loop {
+                    {
+                        let mut s = mine.lock();
+                        while s.active == 0 && !s.stop {
+                            s = mine.wake.wait(s).unwrap_or_else(|e| e.into_inner());
+                        }
+                        if s.stop {
+                            return;
+                        }
+                    }
                     std::thread::sleep(TICK);
                     engine.increment_epoch();
+                    mine.ticks.fetch_add(1, Ordering::Relaxed);
                 }
             })
             .expect("spawn the epoch ticker");
-        Ticker { stop, thread: Some(thread) }
+        Ticker { shared, thread: Some(thread) }
+    }
+
+    /// Keeps the epoch advancing until the returned guard is dropped.
+    fn ticking(&self) -> Ticking {
+        let mut s = self.shared.lock();
+        s.active += 1;
+        if s.active == 1 {
+            self.shared.wake.notify_one();
+        }
+        drop(s);
+        Ticking(self.shared.clone())
     }
 }
 
 impl Drop for Ticker {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.shared.lock().stop = true;
+        self.shared.wake.notify_one();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -101,7 +157,7 @@ impl Drop for Ticker {
 pub struct Runtime {
     engine: Engine,
     pre: PolicyPre<StoreState>,
-    _ticker: Ticker,
+    ticker: Ticker,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -134,7 +190,7 @@ impl Runtime {
         let pre = linker.instantiate_pre(&component).map_err(Error::Load)?;
         let pre = PolicyPre::new(pre).map_err(Error::Load)?;
         let ticker = Ticker::start(engine.clone());
-        Ok(Arc::new(Runtime { engine, pre, _ticker: ticker }))
+        Ok(Arc::new(Runtime { engine, pre, ticker }))
     }
 
     /// Reads and compiles a component file.
@@ -150,8 +206,10 @@ impl Runtime {
         store.limiter(|s| s as &mut dyn ResourceLimiter);
         store.epoch_deadline_trap();
         store.set_epoch_deadline(deadline_ticks(limits));
+        let ticking = self.ticker.ticking();
         let policy = self.pre.instantiate(&mut store).map_err(|e| classify(e, store.data().denied, limits))?;
-        Ok(GuestInstance { _runtime: self.clone(), store, policy, limits, until: None })
+        drop(ticking);
+        Ok(GuestInstance { runtime: self.clone(), store, policy, limits, until: None })
     }
 }
 
@@ -177,7 +235,7 @@ fn classify(source: wasmtime::Error, denied: bool, limits: Limits) -> Error {
 /// drop it after any error from a call.
 pub struct GuestInstance {
     /// Keeps the engine (and its epoch ticker) alive as long as the store.
-    _runtime: Arc<Runtime>,
+    runtime: Arc<Runtime>,
     store: Store<StoreState>,
     policy: Policy,
     limits: Limits,
@@ -207,13 +265,17 @@ impl GuestInstance {
         self.until = Some(until);
     }
 
-    fn arm(&mut self) {
+    /// Sets the deadline of the call about to run and keeps the epoch advancing until the
+    /// returned guard is dropped (after the call).
+    #[must_use = "the epoch only advances while the guard lives"]
+    fn arm(&mut self) -> Ticking {
         let mut ticks = deadline_ticks(self.limits);
         if let Some(until) = self.until {
             let left = until.saturating_duration_since(Instant::now());
             ticks = ticks.min((left.as_micros() / TICK.as_micros()) as u64).max(1);
         }
         self.store.set_epoch_deadline(ticks);
+        self.runtime.ticker.ticking()
     }
 
     fn fail(&self, e: wasmtime::Error) -> Error {
@@ -222,7 +284,7 @@ impl GuestInstance {
 
     /// Validates and sets the plugin arguments (JSON).
     pub fn configure(&mut self, args_json: &str) -> Result<Settings> {
-        self.arm();
+        let _ticking = self.arm();
         match self.policy.call_configure(&mut self.store, args_json) {
             Ok(Ok(s)) => Ok(s.into()),
             Ok(Err(e)) => Err(convert::policy_error(e)),
@@ -235,7 +297,7 @@ impl GuestInstance {
         if deltas.is_empty() {
             return Ok(());
         }
-        self.arm();
+        let _ticking = self.arm();
         match self.policy.call_apply(&mut self.store, deltas) {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(convert::policy_error(e)),
@@ -251,7 +313,7 @@ impl GuestInstance {
         now_ms: i64,
     ) -> Result<cdplace_policy::PreFilterResult> {
         let overlay: Vec<_> = overlay.iter().map(convert::overlay).collect();
-        self.arm();
+        let _ticking = self.arm();
         match self.policy.call_pre_filter(&mut self.store, pod, &overlay, now_ms) {
             Ok(r) => Ok(convert::result(r)),
             Err(e) => Err(self.fail(e)),
@@ -260,7 +322,7 @@ impl GuestInstance {
 
     /// Plain-pod steering: where a pod without a ComputeDomain should go.
     pub fn steer(&mut self, gpus: bool, now_ms: i64) -> Result<cdplace_policy::PreFilterResult> {
-        self.arm();
+        let _ticking = self.arm();
         match self.policy.call_steer(&mut self.store, gpus, now_ms) {
             Ok(r) => Ok(convert::result(r)),
             Err(e) => Err(self.fail(e)),
@@ -269,7 +331,7 @@ impl GuestInstance {
 
     /// The fleet status at the host's time `now_ms` (Unix milliseconds).
     pub fn status(&mut self, now_ms: i64) -> Result<cdplace_policy::FleetStatus> {
-        self.arm();
+        let _ticking = self.arm();
         match self.policy.call_status(&mut self.store, now_ms) {
             Ok(s) => Ok(convert::fleet(s)),
             Err(e) => Err(self.fail(e)),
@@ -278,10 +340,43 @@ impl GuestInstance {
 
     /// Runs gang preemption for a pod at the host's time `now_ms` (Unix milliseconds).
     pub fn preempt(&mut self, pod: cdplace_policy::StrId, now_ms: i64) -> Result<cdplace_policy::Preemption> {
-        self.arm();
+        let _ticking = self.arm();
         match self.policy.call_preempt(&mut self.store, pod, now_ms) {
             Ok(r) => Ok(convert::preemption(r)),
             Err(e) => Err(self.fail(e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ticks(t: &Ticker) -> u64 {
+        t.shared.ticks.load(Ordering::Relaxed)
+    }
+
+    /// The epoch advances only while a call holds the ticker: an idle host wakes no thread.
+    #[test]
+    fn the_ticker_sleeps_between_calls() {
+        let mut config = Config::new();
+        config.epoch_interruption(true);
+        let t = Ticker::start(Engine::new(&config).unwrap());
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(ticks(&t), 0, "no call yet");
+        let a = t.ticking();
+        let b = t.ticking();
+        std::thread::sleep(Duration::from_millis(30));
+        drop(a);
+        let during = ticks(&t);
+        assert!(during >= 5, "{during} ticks in 30 ms of a call");
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(ticks(&t) > during, "still ticking while the second call runs");
+        drop(b);
+        std::thread::sleep(Duration::from_millis(5));
+        let after = ticks(&t);
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(ticks(&t) <= after + 1, "parked after the last call: {} then {}", after, ticks(&t));
+        drop(t); // joins the thread
     }
 }

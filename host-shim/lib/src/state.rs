@@ -255,27 +255,14 @@ impl State {
                 self.emit_pod(out, &k);
             }
             Object::Claim { namespace, name, domain, daemon, gpus, allocated_gpus } => {
-                let i = &mut self.interner;
-                let fact = ClaimFact {
-                    namespace: i.id(&namespace),
-                    name: i.id(&name),
-                    domain: domain.as_deref().map(|d| i.id(d)),
-                    daemon,
-                    gpus,
-                    allocated_gpus,
-                };
+                let (ns, n, domain) = self.claim_ids(&namespace, &name, domain.as_deref());
+                let fact = ClaimFact { namespace: ns, name: n, domain, daemon, gpus, allocated_gpus };
                 self.claims.insert((namespace, name), fact.clone());
                 self.emit(out, Delta::UpsertClaim(fact));
             }
             Object::Template { namespace, name, domain, daemon, gpus } => {
-                let i = &mut self.interner;
-                let fact = TemplateFact {
-                    namespace: i.id(&namespace),
-                    name: i.id(&name),
-                    domain: domain.as_deref().map(|d| i.id(d)),
-                    daemon,
-                    gpus,
-                };
+                let (ns, n, domain) = self.claim_ids(&namespace, &name, domain.as_deref());
+                let fact = TemplateFact { namespace: ns, name: n, domain, daemon, gpus };
                 self.templates.insert((namespace, name), fact.clone());
                 self.emit(out, Delta::UpsertTemplate(fact));
             }
@@ -316,6 +303,12 @@ impl State {
                 }
             }
         }
+    }
+
+    /// The ids of a claim's or a template's namespace, name and ComputeDomain.
+    fn claim_ids(&mut self, namespace: &str, name: &str, domain: Option<&str>) -> (StrId, StrId, Option<StrId>) {
+        let i = &mut self.interner;
+        (i.id(namespace), i.id(name), domain.map(|d| i.id(d)))
     }
 
     fn remove(&mut self, out: &mut Vec<wit::Delta>, kind: Kind, namespace: &str, name: &str) {
