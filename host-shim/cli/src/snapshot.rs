@@ -114,3 +114,51 @@ fn object(
     }
     Ok(SnapshotObject { file: path.to_path_buf(), origin, value })
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// Parses `text` as the snapshot file `snap.yaml` (the explain tests use it too).
+    pub(crate) fn parse(text: &str) -> Result<Vec<SnapshotObject>, ExplainError> {
+        parse_snapshot(text, Path::new("snap.yaml"))
+    }
+
+    fn origins(objs: &[SnapshotObject]) -> Vec<(&str, &str)> {
+        objs.iter().map(|o| (o.origin.as_str(), o.value["kind"].as_str().unwrap_or(""))).collect()
+    }
+
+    #[test]
+    fn reads_lists_documents_and_json() {
+        let list = "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Node, metadata: {name: a}}\n- {apiVersion: v1, kind: Pod, metadata: {name: p, namespace: d}}\nmetadata:\n  resourceVersion: \"\"\n";
+        assert_eq!(origins(&parse(list).unwrap()), [("item 1", "Node"), ("item 2", "Pod")]);
+
+        let docs = "---\napiVersion: v1\nkind: Node\nmetadata: {name: a}\n---\n---\nkind: List\napiVersion: v1\nitems: [{kind: Pod}]\n";
+        assert_eq!(origins(&parse(docs).unwrap()), [("document 1", "Node"), ("document 3, item 1", "Pod")]);
+
+        let json = r#"{"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "a"}}]}"#;
+        assert_eq!(origins(&parse(json).unwrap()), [("item 1", "Node")]);
+        assert_eq!(
+            origins(&parse(r#"{"kind": "Node"} {"kind": "Pod"}"#).unwrap()),
+            [("document 1", "Node"), ("document 2", "Pod")]
+        );
+    }
+
+    #[test]
+    fn typed_list_items_get_kind_and_api_version() {
+        let objs = parse("apiVersion: v1\nkind: PodList\nitems:\n- metadata: {name: p, namespace: d}\n").unwrap();
+        assert_eq!(objs[0].value["kind"], "Pod");
+        assert_eq!(objs[0].value["apiVersion"], "v1");
+    }
+
+    #[test]
+    fn bad_input_names_file_and_document() {
+        let e = parse("apiVersion: v1\nkind: Node\n---\nmetadata: [unclosed\n").unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().starts_with("snap.yaml: document 2: "), "{e}");
+        let e = parse("kind: List\nitems: [1]\n").unwrap_err();
+        assert_eq!(e.to_string(), "snap.yaml: item 1: expected a Kubernetes object, got a number");
+        let e = parse("{\"kind\": ").unwrap_err();
+        assert!(e.to_string().starts_with("snap.yaml: document 1: EOF"), "{e}");
+    }
+}
