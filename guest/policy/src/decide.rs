@@ -11,6 +11,7 @@ use crate::facts::{OverlayOp, Placement, PodFact, StrId};
 use crate::member::Member;
 use crate::nodes::Clique;
 use crate::pernode::Reasons;
+use crate::reserve::Reservation;
 use crate::size::{SizeSource, owner_display};
 use crate::status::{Pending, PendingReason};
 use crate::verdict::{CliqueVerdict, Code, NodeVerdict, PreFilterResult, Verdict};
@@ -99,7 +100,7 @@ impl View {
             }
         }
         let mut reasons = Reasons::new();
-        let (decision, domain) = self.decide(pod, own_nomination, &mut reasons);
+        let (decision, domain) = self.decide(pod, own_nomination, None, &mut reasons);
         for u in undo.into_iter().rev() {
             match u {
                 Undo::Restore(f) => self.link_pod(f),
@@ -124,15 +125,23 @@ impl View {
     /// Why the pod `key` of a domain that has not started waits (or `Placeable`), with the
     /// text of its verdict; None for a pod of a started domain or no ComputeDomain pod. A pure
     /// function of the view at `self.now_ms`, as PreFilter without an overlay decides it.
-    pub(crate) fn pending_of(&self, key: StrId) -> Option<(Pending, String)> {
+    pub(crate) fn pending_of(&self, key: StrId, reservations: &[Reservation]) -> Option<(Pending, String)> {
         let mut r = Reasons::new();
-        let (d, _) = self.decide(key, None, &mut r);
+        let (d, _) = self.decide(key, None, Some(reservations), &mut r);
         let why = d.pending?;
         let text = r.texts.get(why.verdict.reason as usize).cloned().unwrap_or_default();
         Some((why, text))
     }
 
-    fn decide(&self, key: StrId, own_nomination: Option<StrId>, r: &mut Reasons) -> (Decision, Option<StrId>) {
+    /// `reservations`: those at the view's time when the caller has them (the fleet status
+    /// decides one pod per pending domain and computes them once); None computes them.
+    fn decide(
+        &self,
+        key: StrId,
+        own_nomination: Option<StrId>,
+        reservations: Option<&[Reservation]>,
+        r: &mut Reasons,
+    ) -> (Decision, Option<StrId>) {
         let Some(pod) = self.pods.get(&key) else {
             let text = format!("pod {} is not in the policy's view (the host must send it first)", self.str(key));
             return (Decision::status(r.verdict(Code::Error, text)), None);
@@ -142,7 +151,10 @@ impl View {
             // Not a ComputeDomain pod; IMEX daemon pods follow their DaemonSet's node selector.
             Ok(None) => (Decision::status(Verdict { code: Code::Skip, reason: 0 }), None),
             Ok(Some(m)) if m.daemon => (Decision::status(Verdict { code: Code::Skip, reason: 0 }), Some(m.domain)),
-            Ok(Some(m)) => (self.decide_member(pod.fact.namespace, pod.gpu_use, *m, own_nomination, r), Some(m.domain)),
+            Ok(Some(m)) => (
+                self.decide_member(pod.fact.namespace, pod.gpu_use, *m, own_nomination, reservations, r),
+                Some(m.domain),
+            ),
         }
     }
 
@@ -152,6 +164,7 @@ impl View {
         gpu_use: crate::facts::GpuDemand,
         m: Member,
         own_nomination: Option<StrId>,
+        reservations: Option<&[Reservation]>,
         r: &mut Reasons,
     ) -> Decision {
         let (via_ns, via_name) = m.via;
@@ -289,28 +302,30 @@ impl View {
         let mut best: Option<(u32, StrId)> = None;
         let mut could_ever_fit = false;
         let mut taken: Vec<(StrId, StrId)> = Vec::new();
-        let reservations = self.reservations();
-        let mut held_for: Vec<(StrId, crate::reserve::Reservation)> = Vec::new();
+        let computed;
+        let reservations = match reservations {
+            Some(given) => given,
+            None => {
+                computed = self.reservations();
+                &computed[..]
+            }
+        };
+        let mut held_for: Vec<(StrId, Reservation)> = Vec::new();
+        let prio = self.domain_priority(m.domain);
         for (&id, c) in &self.cliques {
             if c.usable == 0 {
                 continue;
             }
             let reserve = if size.size >= c.usable { 0 } else { self.args.reserve_trays_per_clique };
-            let trays = match ask.tray_size {
-                Some(g) => c.sizes.get(&g).copied().unwrap_or(0),
-                None => c.usable,
-            };
-            could_ever_fit |= trays.saturating_sub(reserve) >= remaining;
+            could_ever_fit |= Self::usable_for(c, ask.tray_size).saturating_sub(reserve) >= remaining;
             if self.args.clique_exclusive
                 && let Some(other) = self.other_domain_in(c, m.domain)
             {
                 taken.push((id, other));
                 continue;
             }
-            if let Some(res) = reservations.iter().find(|x| x.clique == id && x.domain != m.domain)
-                && !res.admits(c, self.free_for(c, res.domain), remaining)
-            {
-                held_for.push((id, *res));
+            if let Some(res) = self.held_against(reservations, id, m.domain, prio, remaining) {
+                held_for.push((id, res));
                 continue;
             }
             let cap = self.available(c, m.domain, ask.tray_size).saturating_sub(c.promised).saturating_sub(reserve);
@@ -328,20 +343,16 @@ impl View {
                 String::new()
             };
             if !taken.is_empty() {
-                reserve_note
-                    .push_str(&format!(" (cliqueExclusive: {} clique(s) run another ComputeDomain)", taken.len()));
+                reserve_note.push_str(" (cliqueExclusive: a clique that runs another ComputeDomain is not used)");
             }
             if !held_for.is_empty() {
-                reserve_note.push_str(&format!(" ({} clique(s) reserved for domains waiting longer)", held_for.len()));
+                reserve_note.push_str(" (a clique reserved for a domain waiting longer is not used)");
             }
-            if let Some(own) = reservations.iter().find(|x| x.domain == m.domain) {
-                let short =
-                    own.size.saturating_sub(self.cliques.get(&own.clique).map_or(0, |c| self.free_for(c, m.domain)));
-                reserve_note.push_str(&format!(
-                    "; NVLink clique {} is reserved for it (first of its size class, waiting {}s): it starts there once {short} more tray(s) free up",
-                    self.str(own.clique),
-                    own.waited_ms / 1000
-                ));
+            if reservations.iter().any(|x| x.domain == m.domain) {
+                // Which clique moves as trays free up; the domain's Waiting Event names it.
+                reserve_note.push_str(
+                    "; an NVLink clique is reserved for it (first of its size class; the ComputeDomain's Waiting Event names it): it starts there once enough trays free up",
+                );
             }
             let largest = self.cliques.values().map(|c| c.usable).max().unwrap_or(0);
             let sized = self.size_text(m.domain, &size);
@@ -368,16 +379,19 @@ impl View {
                 r.verdict(
                     Code::UnschedulableAndUnresolvable,
                     format!(
-                        "ComputeDomain {cd} needs {remaining} trays in one NVLink clique ({sized}), but the largest clique has {largest} usable trays{reserve_note}; it stays pending rather than span cliques"
+                        "ComputeDomain {cd} needs {remaining} trays in one NVLink clique ({sized}), but {}{reserve_note}; it stays pending rather than span cliques",
+                        self.largest_clique_text(ask.tray_size)
                     ),
                 )
             } else {
-                let (cap, id) = best.unwrap_or((0, 0));
-                let whereabouts = if best.is_some() { format!(" (clique {})", self.str(id)) } else { String::new() };
+                // No count that moves with the fleet (the best clique, what it offers): this text
+                // is every retry's FailedScheduling message, and the events library folds only
+                // identical messages into a series. The domain's Waiting Event (status.rs) says
+                // which clique comes closest and what it offers.
                 r.verdict(
                     Code::Unschedulable,
                     format!(
-                        "ComputeDomain {cd} needs {remaining} free trays in one NVLink clique ({sized}); the most any clique can offer now is {cap}{whereabouts}{reserve_note}"
+                        "ComputeDomain {cd} needs {remaining} free trays in one NVLink clique ({sized}); no clique has that many free now{reserve_note}"
                     ),
                 )
             };
@@ -438,7 +452,7 @@ impl View {
         }
         let fitting: alloc::collections::BTreeSet<StrId> = fits.iter().map(|f| f.1).collect();
         let taken: BTreeMap<StrId, StrId> = taken.into_iter().collect();
-        let held_for: BTreeMap<StrId, crate::reserve::Reservation> = held_for.into_iter().collect();
+        let held_for: BTreeMap<StrId, Reservation> = held_for.into_iter().collect();
         for (&id, c) in &self.cliques {
             if fitting.contains(&id) || c.nodes.is_empty() {
                 continue;
@@ -482,6 +496,31 @@ mod tests {
     use super::CANDIDATE_CLIQUES;
     use crate::testutil::{Fx, clique};
     use crate::verdict::Code;
+
+    /// A waiting domain's reason does not move with the fleet: a tray freed in the clique that
+    /// comes closest changes what the domain's status offers, not the words every retry of
+    /// every pod says (the events library folds only identical messages into one series).
+    #[test]
+    fn a_waiting_domains_reason_does_not_move_with_the_fleet() {
+        let mut f = Fx::new("");
+        f.rack("a", 1, 8);
+        for i in 0..3 {
+            f.domain("ns", &format!("s{i}"), &format!("uid-s{i}"));
+            f.pod("ns", &format!("s{i}-0"), &format!("s{i}"), |p| p.size_hint = Some(1));
+            f.bind("ns", &format!("s{i}-0"), &format!("a-{i:02}"));
+        }
+        f.domain("ns", "big", "uid-big");
+        f.pod("ns", "big-0", "big", |p| p.size_hint = Some(7));
+        let before = f.decide("ns", "big-0", 0);
+        let offer = |f: &mut Fx| f.v.status(0).domains.iter().find(|d| f.v.str(d.uid) == "uid-big").map(|d| d.offer);
+        assert_eq!(offer(&mut f), Some(5));
+        f.remove_pod("ns", "s0-0");
+        let after = f.decide("ns", "big-0", 0);
+        assert_eq!(offer(&mut f), Some(6), "the status follows the fleet");
+        assert_eq!(before.0, Code::Unschedulable);
+        assert_eq!(before, after, "the reason moved with the fleet");
+        assert!(before.1.ends_with("; no clique has that many free now"), "{}", before.1);
+    }
 
     /// A new domain is offered its CANDIDATE_CLIQUES best-fitting cliques, with the per-node
     /// verdicts of their busy trays; a clique that fits but ranks lower is passed over (its
@@ -558,6 +597,9 @@ mod tests {
         f.pod("ns", "new-0", "new", |p| p.size_hint = Some(4));
         let (code, reason) = f.decide("ns", "new-0", 0);
         assert_eq!(code, Code::Unschedulable);
-        assert!(reason.ends_with("(cliqueExclusive: 1 clique(s) run another ComputeDomain)"), "{reason}");
+        assert!(
+            reason.ends_with("(cliqueExclusive: a clique that runs another ComputeDomain is not used)"),
+            "{reason}"
+        );
     }
 }

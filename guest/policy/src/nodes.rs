@@ -3,6 +3,8 @@
 //! its nodes.
 
 use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::format;
+use alloc::string::String;
 use alloc::vec::Vec;
 
 use crate::args::ImexMode;
@@ -213,6 +215,29 @@ impl View {
             for p in pods {
                 self.refresh_pod_contrib(p);
             }
+        }
+    }
+
+    /// Trays of clique `c` that a domain could ever use: every usable tray, or only those of
+    /// `size` GPUs when wholeTray asks for trays of the pod's size.
+    pub(crate) fn usable_for(c: &Clique, size: Option<u32>) -> u32 {
+        match size {
+            Some(g) => c.sizes.get(&g).copied().unwrap_or(0),
+            None => c.usable,
+        }
+    }
+
+    /// What the largest clique could ever offer, for reasons: `the largest clique has 18 usable
+    /// trays`, or, when wholeTray counts only trays of `size` GPUs and that is fewer, how many
+    /// such trays the best clique has.
+    pub(crate) fn largest_clique_text(&self, size: Option<u32>) -> String {
+        let largest = self.cliques.values().map(|c| c.usable).max().unwrap_or(0);
+        let most = self.cliques.values().map(|c| Self::usable_for(c, size)).max().unwrap_or(0);
+        match size {
+            Some(g) if most < largest => format!(
+                "no clique has more than {most} usable trays of {g} GPUs (wholeTray: Require: a pod of {g} GPUs takes a whole tray of exactly {g})"
+            ),
+            _ => format!("the largest clique has {largest} usable trays"),
         }
     }
 

@@ -183,19 +183,26 @@ impl View {
         let mut best: Option<(Cost, StrId, Vec<Unit>, Option<StrId>)> = None;
         let mut any_fits_empty = false;
         let mut most: Option<(u32, u32)> = None;
+        let reservations = self.reservations();
+        let mut held_back = false;
         for (&id, _) in self.cliques.iter().filter(|(_, c)| c.usable > 0) {
+            // A clique held for a waiting domain of at least this priority is neither a fit nor
+            // a clique to empty for this one (as PreFilter holds it back).
+            if self.held_against(&reservations, id, m.domain, prio, remaining).is_some() {
+                held_back = true;
+                continue;
+            }
             match self.clique_outcome(id, m.domain, prio, remaining, size.size, tray_size) {
                 Outcome::TooSmall => {}
                 Outcome::Fits { releasing } => {
+                    // No count of the trays still labelled: it falls as the driver clears them,
+                    // and this text is part of every retry's FailedScheduling message.
                     let wait = if releasing > 0 {
-                        format!(" once the driver clears its label from {releasing} tray(s)")
+                        " once the driver clears the ComputeDomain labels it left on trays there"
                     } else {
-                        String::new()
+                        ""
                     };
-                    return no(
-                        domain,
-                        format!("ComputeDomain {cd} fits NVLink clique {} without preemption{wait}", self.str(id)),
-                    );
+                    return no(domain, format!("ComputeDomain {cd} fits an NVLink clique without preemption{wait}"));
                 }
                 Outcome::Short { freeable, need } => {
                     any_fits_empty = true;
@@ -216,12 +223,20 @@ impl View {
             }
         }
         let Some((cost, clique, units, free_node)) = best else {
-            if !any_fits_empty {
-                let largest = self.cliques.values().map(|c| c.usable).max().unwrap_or(0);
+            if !any_fits_empty && held_back {
                 return no(
                     domain,
                     format!(
-                        "ComputeDomain {cd} needs {remaining} trays in one NVLink clique ({sized}) and would not fit even an empty clique (the largest has {largest} usable trays, reserveTraysPerClique {}): preemption cannot help",
+                        "the NVLink cliques that could hold ComputeDomain {cd} (priority {prio}, {sized}) are reserved for domains of at least its priority that waited longer: preemption does not take them"
+                    ),
+                );
+            }
+            if !any_fits_empty {
+                return no(
+                    domain,
+                    format!(
+                        "ComputeDomain {cd} needs {remaining} trays in one NVLink clique ({sized}) and would not fit even an empty clique ({}, reserveTraysPerClique {}): preemption cannot help",
+                        self.largest_clique_text(tray_size),
                         self.args.reserve_trays_per_clique
                     ),
                 );
@@ -292,11 +307,7 @@ impl View {
     ) -> Outcome {
         let c = &self.cliques[&id];
         let reserve = if size >= c.usable { 0 } else { self.args.reserve_trays_per_clique };
-        let trays = match tray_size {
-            Some(g) => c.sizes.get(&g).copied().unwrap_or(0),
-            None => c.usable,
-        };
-        if trays.saturating_sub(reserve) < remaining {
+        if Self::usable_for(c, tray_size).saturating_sub(reserve) < remaining {
             return Outcome::TooSmall;
         }
         let host_managed = self.args.imex_mode == ImexMode::HostManaged;
@@ -570,6 +581,36 @@ mod tests {
         assert!(r.reason.contains("would not fit even an empty clique"), "{}", r.reason);
     }
 
+    /// A pod of 6 GPUs on trays of 4 needs trays of 6 under wholeTray: Require; the reason says
+    /// that, not that the clique is too small.
+    #[test]
+    fn a_domain_whose_pods_match_no_tray_size_is_told_why() {
+        let mut f = Fx::new("");
+        f.rack("r1", 1, 18);
+        running(&mut f, "low", "r1", 0, 16, 0, 1);
+        f.domain("ns", "six", "uid-six");
+        for i in 0..2 {
+            f.pod("ns", &format!("six-{i}"), "six", |p| {
+                p.size_hint = Some(2);
+                p.priority = 100;
+                p.gpus = 6;
+            });
+        }
+        let key = f.id("ns/six-0");
+        let r = f.v.preempt(key, 10);
+        assert!(r.plan.is_none());
+        assert!(
+            r.reason.contains(
+                "would not fit even an empty clique (no clique has more than 0 usable trays of 6 GPUs (wholeTray: Require: a pod of 6 GPUs takes a whole tray of exactly 6)"
+            ),
+            "{}",
+            r.reason
+        );
+        let (code, reason) = f.decide("ns", "six-0", 10);
+        assert_eq!(code, Code::UnschedulableAndUnresolvable, "{reason}");
+        assert!(reason.contains("requests 6 GPUs but trays have 4"), "PreFilter says it per pod: {reason}");
+    }
+
     #[test]
     fn only_strictly_lower_priority_domains_are_victims() {
         let mut f = Fx::new("");
@@ -644,6 +685,41 @@ mod tests {
         assert!(r.reason.contains("free at most 17 of the 18 trays"), "{}", r.reason);
     }
 
+    /// A clique reserved for a waiting domain of the same priority is not "a fit without
+    /// preemption" for another (PreFilter holds it back), nor emptied for it.
+    #[test]
+    fn a_clique_reserved_for_an_equal_domain_is_neither_a_fit_nor_a_target() {
+        let mut f = Fx::new(r#"{"cliqueReservationAfterSeconds": 60}"#);
+        f.rack("a", 1, 8);
+        f.rack("b", 2, 4);
+        f.domain("ns", "run", "uid-run");
+        for i in 0..2 {
+            f.pod("ns", &format!("run-{i}"), "run", |p| p.size_hint = Some(2));
+            f.bind("ns", &format!("run-{i}"), &format!("a-{i:02}"));
+        }
+        // big (7 trays) waited longest: a, with 6 trays free, is reserved for it, and it starts
+        // there once run's trays free; `late` (6 trays, same priority) fits only a.
+        f.domain("ns", "big", "uid-big");
+        for i in 0..7 {
+            f.pod("ns", &format!("big-{i}"), "big", |p| {
+                p.size_hint = Some(7);
+                p.created_ms = 1;
+            });
+        }
+        let late = pending(&mut f, "late", 6, 0);
+        let now = 10 * 60_000;
+        f.v.now_ms = now;
+        let r = f.v.reservations();
+        assert_eq!(r.iter().map(|x| f.v.str(x.domain)).collect::<Vec<_>>(), ["uid-big"]);
+        let (code, reason) = f.decide("ns", "late-0", now);
+        assert_eq!(code, Code::Unschedulable);
+        assert!(reason.contains("a clique reserved for a domain waiting longer is not used"), "{reason}");
+        let p = f.v.preempt(late, now);
+        assert!(p.plan.is_none());
+        assert!(!p.reason.contains("without preemption"), "{}", p.reason);
+        assert!(p.reason.contains("are reserved for domains of at least its priority"), "{}", p.reason);
+    }
+
     #[test]
     fn trays_held_only_by_a_label_free_themselves() {
         let mut f = Fx::new("");
@@ -656,10 +732,16 @@ mod tests {
         let r = f.v.preempt(key, 10);
         assert!(r.plan.is_none());
         assert!(
-            r.reason.contains("without preemption once the driver clears its label from 16 tray(s)"),
+            r.reason
+                .contains("without preemption once the driver clears the ComputeDomain labels it left on trays there"),
             "{}",
             r.reason
         );
+        // The words do not move as the labels go (every retry's message carries them).
+        for i in 0..6 {
+            f.label_node(&format!("a-{i:02}"), 1, "");
+        }
+        assert_eq!(f.v.preempt(key, 10).reason, r.reason);
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! Small domains take every tray that frees up, so a domain of 16 trays could wait forever for
 //! a clique to empty. A domain that has waited longer than `cliqueReservationAfterSeconds` and is
 //! first in its size class (1–4, 5–8, 9–15, 16+ trays) by priority, then age, gets one clique
-//! reserved: the one that can hold it soonest (the fewest trays still to free up). Other domains
+//! reserved: the one that can hold it soonest (the fewest trays still to free up); a head that
+//! can start now holds none, and no younger domain of its class takes its place. Other domains
 //! and plain GPU pods may use that clique only while what they take leaves room for it once the
 //! trays it waits for free up (backfill): the trays held or promised there by others must stay at
 //! most `usable - size`. Without runtime estimates that is the only backfill that can never delay
@@ -44,6 +45,34 @@ impl Reservation {
     }
 }
 
+impl View {
+    /// The reservation that keeps domain `domain` (priority `priority`) from taking `trays`
+    /// trays of clique `id`, if any: one for another domain of at least its priority, whose
+    /// backfill rule does not admit them. A reservation never holds a clique against a
+    /// higher-priority domain (priority ranks before age, as it does for the head of a class).
+    /// PreFilter and gang preemption both ask this, so preemption never calls a clique that
+    /// PreFilter holds back a fit.
+    pub(crate) fn held_against(
+        &self,
+        reservations: &[Reservation],
+        id: StrId,
+        domain: StrId,
+        priority: i32,
+        trays: u32,
+    ) -> Option<Reservation> {
+        let c = self.cliques.get(&id)?;
+        reservations
+            .iter()
+            .find(|r| {
+                r.clique == id
+                    && r.domain != domain
+                    && self.domain_priority(r.domain) >= priority
+                    && !r.admits(c, self.free_for(c, r.domain), trays)
+            })
+            .copied()
+    }
+}
+
 /// A waiting domain competing for its class's reservation.
 #[derive(Clone, Copy)]
 struct Candidate {
@@ -74,7 +103,7 @@ impl View {
                 continue;
             }
             let Some((&oldest, _)) = d.created.iter().next() else { continue };
-            if oldest <= 0 || self.now_ms.saturating_sub(oldest) < after_ms || self.can_start_now(uid, size.size) {
+            if oldest <= 0 || self.now_ms.saturating_sub(oldest) < after_ms {
                 continue;
             }
             let c = Candidate { priority: self.domain_priority(uid), oldest_ms: oldest, domain: uid, size: size.size };
@@ -87,7 +116,10 @@ impl View {
             }
         }
         let mut out: Vec<Reservation> = Vec::new();
-        for head in heads.iter().rev().flatten() {
+        // A head that can start now needs no clique held: it starts, and the next in its class
+        // becomes the head. (Passing over it instead would give the clique to a younger domain
+        // and hold it against the head, which then flips with every tray freed.)
+        for head in heads.iter().rev().flatten().filter(|h| !self.can_start_now(h.domain, h.size)) {
             // The clique that can hold it soonest: the fewest trays still to free up.
             let best = self
                 .cliques
@@ -117,14 +149,11 @@ impl View {
         self.cliques.values().any(|c| self.free_for(c, domain) >= size)
     }
 
-    /// The text a reservation shows in reasons: `ComputeDomain ns/big (16 trays, waiting 95s)`.
+    /// The text a reservation shows in reasons: `ComputeDomain ns/big (16 trays)`. No clock in
+    /// it: a reason that changed every second would make every scheduling attempt a new Event
+    /// (the events library folds only identical ones into a series) and flood the API server.
     pub(crate) fn reservation_text(&self, r: &Reservation) -> String {
-        alloc::format!(
-            "ComputeDomain {} ({} trays, waiting {}s)",
-            self.domain_name(r.domain),
-            r.size,
-            r.waited_ms / 1000
-        )
+        alloc::format!("ComputeDomain {} ({} trays)", self.domain_name(r.domain), r.size)
     }
 }
 
@@ -205,6 +234,15 @@ mod tests {
         let r = f.v.reservations();
         assert_eq!(r.len(), 1, "a domain that can start now (4 of a's 5 free) needs none");
         assert_eq!(f.v.str(r[0].domain), "uid-older", "same priority: the oldest");
+        // The head of a class that can start now holds nothing, and no younger domain of its
+        // class takes its place: that clique would be held against the head itself.
+        let mut f = fixture();
+        waiting(&mut f, "first", 5, MIN / 2, 0);
+        waiting(&mut f, "second", 7, MIN, 0);
+        f.v.now_ms = 10 * MIN;
+        assert!(f.v.reservations().is_empty(), "first (5) fits a's 5 free trays: no reservation in 5-8");
+        let (code, reason) = f.decide("ns", "first-0", 10 * MIN);
+        assert_eq!(code, Code::Success, "{reason}");
     }
 
     #[test]
@@ -223,6 +261,49 @@ mod tests {
         assert_eq!(got, [("uid-six", clique(1)), ("uid-four", clique(2))]);
     }
 
+    /// The reasons do not change with the clock alone: the same view a minute later gives the
+    /// same words, so the scheduler's Events for a waiting pod fold into one series.
+    #[test]
+    fn reasons_carry_no_clock() {
+        let mut f = fixture();
+        waiting(&mut f, "big", 7, MIN, 0);
+        waiting(&mut f, "small", 2, 5 * MIN, 0);
+        for pod in ["small-0", "big-0"] {
+            let key = f.id(&format!("ns/{pod}"));
+            let texts = |f: &mut Fx, now: i64| {
+                let r = f.v.pre_filter(key, &[], now);
+                let mut t: alloc::vec::Vec<String> =
+                    r.cliques.iter().map(|c| String::from(r.reason(c.verdict))).collect();
+                t.push(String::from(r.reason(r.status)));
+                t
+            };
+            let (a, b) = (texts(&mut f, 3 * MIN), texts(&mut f, 4 * MIN + 1_234));
+            assert!(a.iter().any(|t| t.contains("reserved")), "{a:?}");
+            assert_eq!(a, b, "{pod}: the reasons changed with the clock alone");
+        }
+    }
+
+    /// A reservation never holds a clique against a domain of higher priority than the one it
+    /// is for.
+    #[test]
+    fn a_higher_priority_domain_is_not_held_off_a_reserved_clique() {
+        let mut f = fixture();
+        waiting(&mut f, "big", 7, MIN, 0);
+        waiting(&mut f, "urgent", 5, 5 * MIN, 10);
+        let key = f.id("ns/urgent-0");
+        let r = f.v.pre_filter(key, &[], 3 * MIN);
+        assert_eq!(r.status.code, Code::Success, "{}", r.reason(r.status));
+        let a = r.cliques.iter().find(|c| f.v.str(c.clique) == clique(1)).unwrap();
+        assert_eq!(a.verdict.code, Code::Success, "a (5 free) is reserved for big, of lower priority");
+        // The same domain at big's priority is held off a, and b (3 free) is too small.
+        let mut f = fixture();
+        waiting(&mut f, "big", 7, MIN, 0);
+        waiting(&mut f, "equal", 5, 5 * MIN, 0);
+        let (code, reason) = f.decide("ns", "equal-0", 3 * MIN);
+        assert_eq!(code, Code::Unschedulable);
+        assert!(reason.contains("a clique reserved for a domain waiting longer is not used"), "{reason}");
+    }
+
     /// Another domain backfills the reserved clique only where the reserved one still fits once
     /// its trays free up; elsewhere it is unaffected.
     #[test]
@@ -239,7 +320,7 @@ mod tests {
         assert_eq!(a.verdict.code, Code::Unschedulable);
         assert!(
             r.reason(a.verdict)
-                .starts_with("NVLink clique is reserved for ComputeDomain ns/big (7 trays, waiting 120s)"),
+                .starts_with("NVLink clique is reserved for ComputeDomain ns/big (7 trays), first of its size class"),
             "{}",
             r.reason(a.verdict)
         );
@@ -248,6 +329,8 @@ mod tests {
         // The reserved domain's own reason says it holds a clique.
         let (code, reason) = f.decide("ns", "big-0", 3 * MIN);
         assert_eq!(code, Code::Unschedulable);
-        assert!(reason.contains(&format!("NVLink clique {} is reserved for it", clique(1))), "{reason}");
+        assert!(reason.contains("an NVLink clique is reserved for it (first of its size class"), "{reason}");
+        let own = f.v.reservations().into_iter().find(|r| f.v.str(r.domain) == "uid-big").unwrap();
+        assert_eq!(f.v.str(own.clique), clique(1));
     }
 }

@@ -209,13 +209,13 @@ impl View {
         }
         let uids: BTreeSet<StrId> = self.domains.keys().chain(self.domain_facts.keys()).copied().collect();
         for uid in uids {
-            let d = self.domain_status(uid, waiting.get(&uid).map(|w| w.1));
+            let d = self.domain_status(uid, waiting.get(&uid).map(|w| w.1), &reservations);
             out.domains.push(d);
         }
         out
     }
 
-    fn domain_status(&self, uid: StrId, waiting: Option<StrId>) -> DomainStatus {
+    fn domain_status(&self, uid: StrId, waiting: Option<StrId>, reservations: &[Reservation]) -> DomainStatus {
         let agg = self.domains.get(&uid);
         let fact = self.domain_facts.get(&uid);
         let size = self.size_of(uid);
@@ -249,7 +249,7 @@ impl View {
             }
             return st;
         }
-        let Some((why, text)) = waiting.and_then(|k| self.pending_of(k)) else { return st };
+        let Some((why, text)) = waiting.and_then(|k| self.pending_of(k, reservations)) else { return st };
         st.phase = DomainPhase::Pending;
         st.pending = Some(why.reason);
         (st.needed, st.offer, st.clique) = (why.needed.max(st.needed), why.offer, why.best);

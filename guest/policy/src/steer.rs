@@ -253,7 +253,7 @@ mod tests {
         assert_eq!((code, score), (Code::Unschedulable, SCORE_RESERVED));
         let cv = r.cliques.iter().find(|v| f.v.str(v.clique) == clique(1)).unwrap();
         assert!(
-            r.reason(cv.verdict).contains("reserved for ComputeDomain ns/big (7 trays, waiting 119s)"),
+            r.reason(cv.verdict).contains("reserved for ComputeDomain ns/big (7 trays)"),
             "{}",
             r.reason(cv.verdict)
         );
