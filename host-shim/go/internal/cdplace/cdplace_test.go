@@ -219,6 +219,32 @@ func TestDecisionDecoding(t *testing.T) {
 	}
 }
 
+// PassesEveryNode is true only when no part of the decision can fail a node.
+func TestPassesEveryNode(t *testing.T) {
+	ok := Verdict{Code: CodeSuccess}
+	no := Verdict{Code: CodeUnschedulable, Reason: "x"}
+	all := func() *Decision {
+		return &Decision{Status: ok, Other: ok, Cliques: map[string]CliqueVerdict{"u.1": {Verdict: ok, Score: 10}}, Nodes: map[string]Verdict{"a-0": ok}}
+	}
+	if !all().computePassesAll() {
+		t.Error("every verdict Success: passes every node")
+	}
+	for name, edit := range map[string]func(*Decision){
+		"status":    func(d *Decision) { d.Status = no },
+		"other":     func(d *Decision) { d.Other = no },
+		"clique":    func(d *Decision) { d.Cliques["u.2"] = CliqueVerdict{Verdict: no} },
+		"node":      func(d *Decision) { d.Nodes["a-1"] = no },
+		"node set":  func(d *Decision) { d.NodeSet = []string{"a-0"} },
+		"exclusive": func(d *Decision) { d.Exclusive = true },
+	} {
+		d := all()
+		edit(d)
+		if d.computePassesAll() {
+			t.Errorf("%s fails a node: must not pass every node", name)
+		}
+	}
+}
+
 // The Go encoder writes the ResourceSlice record as the library reads it (pool and generation
 // after the GPUs), and a CDF1 batch of an older adapter is refused whole.
 func TestSliceRecordsAndTheBatchVersion(t *testing.T) {

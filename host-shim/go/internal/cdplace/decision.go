@@ -35,6 +35,30 @@ type Decision struct {
 	Nodes map[string]Verdict
 	// NodeSet is the PreFilterResult: the only nodes the pod may go to; nil for all nodes.
 	NodeSet []string
+	// passesAll: Filter would pass every node (set when decoded).
+	passesAll bool
+}
+
+// PassesEveryNode reports whether Filter would pass every node: the status, Other and every
+// listed clique and node are Success and nothing restricts the node set. Plain-pod steering
+// then skips Filter (5,000 lookups a pod at 5,000 trays) and only scores.
+func (d *Decision) PassesEveryNode() bool { return d.passesAll }
+
+func (d *Decision) computePassesAll() bool {
+	if d.Status.Code != CodeSuccess || d.Other.Code != CodeSuccess || d.Exclusive || d.NodeSet != nil {
+		return false
+	}
+	for _, c := range d.Cliques {
+		if c.Code != CodeSuccess {
+			return false
+		}
+	}
+	for _, v := range d.Nodes {
+		if v.Code != CodeSuccess {
+			return false
+		}
+	}
+	return true
 }
 
 // Node is Filter's verdict for a node with this name and clique label value ("" when the node
@@ -218,5 +242,6 @@ func DecodeDecision(b []byte) (*Decision, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
+	d.passesAll = d.computePassesAll()
 	return d, nil
 }

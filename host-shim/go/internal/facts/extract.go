@@ -169,6 +169,13 @@ func DomainOf(u *unstructured.Unstructured, k Keys) (Domain, error) {
 	return f, nil
 }
 
+// ChannelTemplateOf is the name of a ComputeDomain's workload ResourceClaimTemplate
+// (spec.channel.resourceClaimTemplate.name), "" when it names none.
+func ChannelTemplateOf(u *unstructured.Unstructured) string {
+	name, _, _ := unstructured.NestedString(u.Object, channelTemplatePath...)
+	return name
+}
+
 // PodGroupOf reads a PodGroup.
 func PodGroupOf(u *unstructured.Unstructured) (PodGroup, error) {
 	ns, name := u.GetNamespace(), u.GetName()

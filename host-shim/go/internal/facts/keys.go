@@ -73,9 +73,10 @@ var PodGroupGVR = schema.GroupVersionResource{Group: "scheduling.k8s.io", Versio
 
 // Field paths of the unstructured kinds, and their names in messages.
 var (
-	numNodesPath = []string{"spec", "numNodes"}
-	minCountPath = []string{"spec", "schedulingPolicy", "gang", "minCount"}
-	priorityPath = []string{"spec", "priority"}
+	numNodesPath        = []string{"spec", "numNodes"}
+	channelTemplatePath = []string{"spec", "channel", "resourceClaimTemplate", "name"}
+	minCountPath        = []string{"spec", "schedulingPolicy", "gang", "minCount"}
+	priorityPath        = []string{"spec", "priority"}
 )
 
 // ownerKinds are the controllers whose pods get an owner key (`<Kind>/<namespace>/<name>`),

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/klog/v2"
 )
@@ -107,22 +108,9 @@ func (w *crdWatch) checkLocked() {
 	w.logger.Info("ComputeDomainPlacement: the ComputeDomain API is served; watching ComputeDomains")
 }
 
-// tick asks again every crdRecheck until the API is served.
+// tick asks again every crdRecheck until the API is served or ctx ends.
 func (w *crdWatch) tick(ctx context.Context) {
-	t := time.NewTicker(crdRecheck)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			w.mu.Lock()
-			served := w.served
-			w.mu.Unlock()
-			if served {
-				return
-			}
-			w.Served()
-		}
-	}
+	_ = wait.PollUntilContextCancel(ctx, crdRecheck, false, func(context.Context) (bool, error) {
+		return w.Served(), nil
+	})
 }

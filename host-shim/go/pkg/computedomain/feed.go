@@ -333,6 +333,17 @@ func (f *feed) flush() error {
 	return nil
 }
 
+// unlockAndWake releases f.mu (held by the caller), applies the pending batch if it is full,
+// then moves the woken pods back to the active queue, outside the lock.
+func (f *feed) unlockAndWake(wake []nsName) {
+	activate := f.activate
+	f.mu.Unlock()
+	f.flushIfFull()
+	if len(wake) > 0 && activate != nil {
+		activate(wake)
+	}
+}
+
 // flushIfFull applies the pending batch when it passed a threshold.
 func (f *feed) flushIfFull() {
 	f.mu.Lock()

@@ -96,12 +96,7 @@ func (f *feed) ownerChanged(key string) {
 			wake = append(wake, p)
 		}
 	}
-	activate := f.activate
-	f.mu.Unlock()
-	f.flushIfFull()
-	if len(wake) > 0 && activate != nil {
-		activate(wake)
-	}
+	f.unlockAndWake(wake)
 }
 
 // podDomainsLocked are the ComputeDomains of the tracked pods among keys.

@@ -106,15 +106,7 @@ func (f *feed) trackLocked(key nsName, fact facts.Pod) *podEntry {
 			e.templates = append(e.templates, nsName{fact.Namespace, *c.Template})
 		}
 	}
-	if e.node != "" {
-		addIndex(f.podsByNode, e.node, key)
-	}
-	for _, c := range e.claims {
-		addIndex(f.podsByClaim, c, key)
-	}
-	for _, t := range e.templates {
-		addIndex(f.podsByTemplate, t, key)
-	}
+	f.indexLocked(key, e)
 	return e
 }
 
@@ -126,15 +118,28 @@ func (f *feed) untrackLocked(key nsName) {
 	}
 }
 
-func (f *feed) unindexLocked(key nsName, e *podEntry) {
+// indexLocked adds the pod to the indexes by its node, claims and templates; unindexLocked drops
+// it from them.
+func (f *feed) indexLocked(key nsName, e *podEntry)   { f.updateIndexesLocked(key, e, true) }
+func (f *feed) unindexLocked(key nsName, e *podEntry) { f.updateIndexesLocked(key, e, false) }
+
+func (f *feed) updateIndexesLocked(key nsName, e *podEntry, add bool) {
 	if e.node != "" {
-		dropIndex(f.podsByNode, e.node, key)
+		updateIndex(f.podsByNode, e.node, key, add)
 	}
 	for _, c := range e.claims {
-		dropIndex(f.podsByClaim, c, key)
+		updateIndex(f.podsByClaim, c, key, add)
 	}
 	for _, t := range e.templates {
-		dropIndex(f.podsByTemplate, t, key)
+		updateIndex(f.podsByTemplate, t, key, add)
+	}
+}
+
+func updateIndex[K comparable](m map[K]map[nsName]struct{}, k K, pod nsName, add bool) {
+	if add {
+		addIndex(m, k, pod)
+	} else {
+		dropIndex(m, k, pod)
 	}
 }
 

@@ -201,11 +201,13 @@ func unstructuredOf(oldObj, newObj any) (*unstructured.Unstructured, error) {
 	return u, nil
 }
 
-// isSchedulableAfterComputeDomainChange: a ComputeDomain in the pod's namespace appeared (the
-// pod may have waited for it) or changed its size (the annotation or spec.numNodes), or any
-// domain was deleted (its pods and promises go away). The driver's status updates, which are
-// most of a domain's updates, change neither and are skipped.
-func (p *Plugin) isSchedulableAfterComputeDomainChange(_ klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+// isSchedulableAfterComputeDomainChange: the pod's own ComputeDomain appeared (the pod may have
+// waited for it) or a domain in its namespace changed its size (the annotation or
+// spec.numNodes), or any domain was deleted (its pods and promises go away). Another domain's
+// creation frees nothing (it has no pods yet), and under churn every waiting pod would be
+// retried for each new domain. The driver's status updates, which are most of a domain's
+// updates, change neither and are skipped.
+func (p *Plugin) isSchedulableAfterComputeDomainChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	u, err := unstructuredOf(oldObj, newObj)
 	if err != nil {
 		return fwk.Queue, err
@@ -216,7 +218,11 @@ func (p *Plugin) isSchedulableAfterComputeDomainChange(_ klog.Logger, pod *v1.Po
 	case u.GetNamespace() != pod.Namespace:
 		return fwk.QueueSkip, nil
 	case oldObj == nil:
-		return fwk.Queue, nil
+		if mayJoin(pod, u) {
+			logger.V(5).Info("the pod's ComputeDomain may have appeared", "pod", klog.KObj(pod), "computeDomain", klog.KObj(u))
+			return fwk.Queue, nil
+		}
+		return fwk.QueueSkip, nil
 	}
 	old, err := unstructuredOf(nil, oldObj)
 	if err != nil {
@@ -228,6 +234,21 @@ func (p *Plugin) isSchedulableAfterComputeDomainChange(_ klog.Logger, pod *v1.Po
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil
+}
+
+// mayJoin is whether pod may belong to ComputeDomain u: it names u's channel template, or a
+// claim by name (whose domain only the claim says), or u names no template.
+func mayJoin(pod *v1.Pod, u *unstructured.Unstructured) bool {
+	template := facts.ChannelTemplateOf(u)
+	if template == "" {
+		return true
+	}
+	for _, c := range pod.Spec.ResourceClaims {
+		if c.ResourceClaimName != nil || (c.ResourceClaimTemplateName != nil && *c.ResourceClaimTemplateName == template) {
+			return true
+		}
+	}
+	return false
 }
 
 func equalU32(a, b *uint32) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }

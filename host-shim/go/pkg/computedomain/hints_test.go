@@ -102,7 +102,8 @@ func TestQueueingHints(t *testing.T) {
 		{"another claim created", p.isSchedulableAfterClaimChange, nil, someoneElses, fwk.QueueSkip},
 		{"GPU slice published", p.isSchedulableAfterSliceChange, nil, gpuSlice, fwk.Queue},
 		{"other driver's slice", p.isSchedulableAfterSliceChange, nil, otherSlice, fwk.QueueSkip},
-		{"domain created in the namespace", p.isSchedulableAfterComputeDomainChange, nil, cd(ns), fwk.Queue},
+		{"the pod's domain created", p.isSchedulableAfterComputeDomainChange, nil, cd(ns), fwk.Queue},
+		{"another domain created in the namespace", p.isSchedulableAfterComputeDomainChange, nil, computeDomain("other", "uid-other", 0), fwk.QueueSkip},
 		{"domain created elsewhere", p.isSchedulableAfterComputeDomainChange, nil, cd("team-b"), fwk.QueueSkip},
 		{"domain deleted", p.isSchedulableAfterComputeDomainChange, cd("team-b"), nil, fwk.Queue},
 		{"domain's size annotation changed", p.isSchedulableAfterComputeDomainChange, cd(ns), resized, fwk.Queue},
@@ -153,6 +154,13 @@ func TestQueueingHints(t *testing.T) {
 				t.Fatalf("got %v, want %v", got, c.want)
 			}
 		})
+	}
+	// A pod that names a shared claim says its domain only through the claim: any domain
+	// created in its namespace may be its own.
+	shared := target.DeepCopy()
+	shared.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "channel", ResourceClaimName: ptr.To("shared-channel")}}
+	if got, _ := p.isSchedulableAfterComputeDomainChange(logger, shared, nil, computeDomain("other", "uid-other", 0)); got != fwk.Queue {
+		t.Errorf("a domain created beside a pod with a shared claim: got %v, want Queue", got)
 	}
 
 	events, err := p.EventsToRegister(t.Context())

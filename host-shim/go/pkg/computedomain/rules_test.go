@@ -42,7 +42,7 @@ func TestPodsWithoutComputeDomainAreSkippedWhenNotSteered(t *testing.T) {
 
 // Plain pods are scored toward nodes without a clique, then broken cliques, then intact ones;
 // a plain GPU pod may not take the last free tray a starting domain still needs; every plain
-// pod on one view shares one policy call.
+// pod on one view shares one policy call; Filter runs only when the answer keeps a node from it.
 func TestPlainPodsAreSteered(t *testing.T) {
 	nodes := append(append(rack("a", 1, 4), rack("b", 2, 4)...), makeNode("cpu-0", 0, 4))
 	cd0, cd1, cd2 := boundTo(cdPod("cd", "w0"), "b-00"), boundTo(cdPod("cd", "w1"), "b-01"), cdPod("cd", "w2")
@@ -55,8 +55,9 @@ func TestPlainPodsAreSteered(t *testing.T) {
 	crossed := e.plugin.Cluster().Crossings()
 	r := e.schedule(plain)
 	wantCode(t, "prefilter", r.preFilter, fwk.Success, "")
-	if r.skipped || r.allowed != nil {
-		t.Fatalf("a steered pod is filtered and scored, never restricted: skipped=%v allowed=%v", r.skipped, r.allowed)
+	// Nothing is kept from it: Filter is skipped (no lookups per node), Score still runs.
+	if !r.skipped || r.allowed != nil {
+		t.Fatalf("a steered pod that no node is kept from skips Filter and is never restricted: skipped=%v allowed=%v", r.skipped, r.allowed)
 	}
 	for node, st := range r.filter {
 		if !st.IsSuccess() {
@@ -73,6 +74,9 @@ func TestPlainPodsAreSteered(t *testing.T) {
 	// A plain pod takes b-02: b-03 is the last free tray of b, promised to cd's last pod.
 	e.apply(boundTo(makePod("taken", "", 4), "b-02"))
 	r = e.schedule(plain)
+	if r.skipped {
+		t.Fatal("a tray is kept from the pod: Filter must run")
+	}
 	wantCode(t, "b-03", r.filter["b-03"], fwk.Unschedulable, "promised to ComputeDomain team-a/cd (1 more pod(s))")
 	wantCode(t, "a-00", r.filter["a-00"], fwk.Success, "")
 	wantCode(t, "cpu-0", r.filter["cpu-0"], fwk.Success, "")

@@ -21,7 +21,8 @@ import (
 // decides; `plainPodSteering`). The answer is the same for every plain pod of one kind (GPU or
 // not) on the same view, so it is asked once per view version and kind, at most steerMaxAge
 // apart (reservations change with the clock), and shared: a plain pod costs a cache lookup in
-// PreFilter and map lookups in Filter and Score. A cluster without clique-labelled nodes pays nothing (Skip before any call).
+// PreFilter and map lookups in Score, and in Filter only when the answer keeps it off some node
+// (a reservation, trays a starting domain needs); otherwise PreFilter says Skip to Filter alone. A cluster without clique-labelled nodes pays nothing (Skip before any call).
 
 // steerMaxAge bounds how long one steering answer is reused on an unchanged view: reservations
 // (a domain waiting past cliqueReservationAfterSeconds) change with the clock alone.
@@ -106,5 +107,9 @@ func (p *Plugin) steer(ctx context.Context, cs fwk.CycleState, pod *v1.Pod) *fwk
 		return st
 	}
 	cs.Write(stateKey, &state{decision: d, plain: true})
+	if d.PassesEveryNode() {
+		// Nothing to filter: Filter is skipped, PreScore and Score still read the state.
+		return fwk.NewStatus(fwk.Skip)
+	}
 	return nil
 }

@@ -106,12 +106,7 @@ func (f *feed) upsertPodGroup(u *unstructured.Unstructured) {
 			}
 		}
 	}
-	activate := f.activate
-	f.mu.Unlock()
-	f.flushIfFull()
-	if len(wake) > 0 && activate != nil {
-		activate(wake)
-	}
+	f.unlockAndWake(wake)
 }
 
 // activatePending moves those of the pods that are still unscheduled back to the active queue.
