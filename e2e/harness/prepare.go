@@ -70,8 +70,10 @@ type nodeState struct {
 	channel  map[int]preparedClaim // the driver's checkpoint: channel id -> claim
 	domains  map[string]int        // prepared channel claims per domain
 	label    string                // the node label as this emulator last wrote it
-	known    bool                  // label initialised from the API
+	uid      types.UID             // the Node object this state is for
 	removals map[string]*time.Timer
+	// write serializes the label writes to this node name, across incarnations (see syncLabel).
+	write *sync.Mutex
 }
 
 // PrepareEmulator plays the kubelet and the ComputeDomain kubelet plugin for pods bound to
@@ -264,7 +266,7 @@ func (e *PrepareEmulator) prepare(ctx context.Context, pod *corev1.Pod, node *co
 	e.preparedN++
 	e.mu.Unlock()
 	if setLabel != "" {
-		e.patchLabel(ctx, node.Name, &setLabel)
+		e.syncLabel(ctx, node.Name)
 	}
 	e.markRunning(ctx, pod)
 }
@@ -319,17 +321,31 @@ func channelDomain(claim *resourcev1.ResourceClaim) string {
 	return ""
 }
 
+// nodeState is the driver's state on a node (e.mu held), initialised from the Node object. A
+// Node deleted and created again (a failed tray repaired or replaced) starts afresh: the driver
+// reads the label from the Node object, which comes back without it, and the kubelet does not
+// keep the old incarnation's prepared claims. Keeping the old state would refuse a domain for
+// a label that no longer exists anywhere a scheduler can see it.
 func (e *PrepareEmulator) nodeState(node *corev1.Node) *nodeState {
 	st := e.state[node.Name]
-	if st == nil {
-		st = &nodeState{channel: map[int]preparedClaim{}, domains: map[string]int{}, removals: map[string]*time.Timer{}}
-		e.state[node.Name] = st
+	if st != nil && st.uid == node.UID {
+		return st
 	}
-	if !st.known {
-		st.label = node.Labels[DomainNodeLabel]
-		st.known = true
+	fresh := &nodeState{channel: map[int]preparedClaim{}, domains: map[string]int{}, removals: map[string]*time.Timer{},
+		label: node.Labels[DomainNodeLabel], uid: node.UID, write: &sync.Mutex{}}
+	if st != nil {
+		fresh.write = st.write
+		for _, t := range st.removals {
+			t.Stop()
+		}
+		for uid, p := range e.prepared {
+			if p.node == node.Name {
+				delete(e.prepared, uid)
+			}
+		}
 	}
-	return st
+	e.state[node.Name] = fresh
+	return fresh
 }
 
 func (e *PrepareEmulator) unprepare(ctx context.Context, uid types.UID) {
@@ -367,13 +383,38 @@ func (e *PrepareEmulator) unprepare(ctx context.Context, uid types.UID) {
 			delete(s.removals, domain)
 			e.labelLog = append(e.labelLog, LabelEvent{Node: node, Domain: domain, At: time.Now()})
 			e.mu.Unlock()
-			e.patchLabel(ctx, node, nil)
+			e.syncLabel(ctx, node)
 		}
 		if t := st.removals[domain]; t != nil {
 			t.Stop()
 		}
 		st.removals[domain] = time.AfterFunc(e.opts.UnprepareLabelLag, remove)
 	}
+}
+
+// syncLabel writes the node's ComputeDomain label as the emulator's state has it now. Writes to
+// one node are serialized and each writes the state current when it starts, so the API ends at
+// the state's last value. The driver's Prepare and Unprepare never interleave their label writes
+// on one node; two unordered patches (a lagging removal of domain A landing after the set of
+// domain B) would leave the API without the label the emulator still holds, and a later domain
+// placed there would be refused for a label no scheduler could see.
+func (e *PrepareEmulator) syncLabel(ctx context.Context, node string) {
+	e.mu.Lock()
+	st := e.state[node]
+	e.mu.Unlock()
+	if st == nil {
+		return
+	}
+	st.write.Lock()
+	defer st.write.Unlock()
+	e.mu.Lock()
+	label := e.state[node].label // the current incarnation's
+	e.mu.Unlock()
+	var value *string
+	if label != "" {
+		value = &label
+	}
+	e.patchLabel(ctx, node, value)
 }
 
 func (e *PrepareEmulator) patchLabel(ctx context.Context, node string, value *string) {
