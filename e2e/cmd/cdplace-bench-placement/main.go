@@ -38,15 +38,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
-	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/cdplace/cdplace/e2e/harness"
 )
@@ -58,6 +52,7 @@ type options struct {
 	arrivals, plain    int
 	failures           int
 	horizon, scale     float64
+	lifetimeHorizon    float64
 	labelLag, sample   time.Duration
 	satGrace, progress time.Duration
 	stallGrace         time.Duration
@@ -79,6 +74,7 @@ func main() {
 	flag.IntVar(&o.plain, "plain", -1, "plain 4-GPU pods without a ComputeDomain (-1: arrivals/4)")
 	flag.IntVar(&o.failures, "failures", -1, "tray failures (-1: 3 per 8 racks, at least 1)")
 	flag.Float64Var(&o.horizon, "horizon", 3600, "trace length in trace seconds")
+	flag.Float64Var(&o.lifetimeHorizon, "lifetime-horizon", 0, "trace seconds that lifetimes and repairs are drawn against (0: -horizon); a soak stretches -horizon and -arrivals and keeps this, so the load stays the same")
 	flag.Float64Var(&o.scale, "time-scale", 18, "trace seconds per real second (3600 at 18: 200 s per configuration)")
 	flag.DurationVar(&o.labelLag, "label-lag", 3*time.Second, "how long the driver's node label outlives a domain's last claim on a node (real time)")
 	flag.DurationVar(&o.sample, "sample", time.Second, "sampling period (real time)")
@@ -140,198 +136,6 @@ func main() {
 	os.Exit(code)
 }
 
-// config is one scheduler configuration under test.
-type config struct {
-	Name         string
-	Profile      harness.Profile
-	PluginConfig []byte // the cdplace profile's pluginConfig; nil: as shipped
-	Reserve      int    // reserveTraysPerClique in PluginConfig
-	ReserveAfter int    // cliqueReservationAfterSeconds in PluginConfig; 0: the shipped default
-}
-
-// parseSeeds reads "1,2" (at least one seed, no repeats).
-func parseSeeds(list string) ([]uint64, error) {
-	var out []uint64
-	seen := map[uint64]bool{}
-	for _, f := range strings.Split(list, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		n, err := strconv.ParseUint(f, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("seed %q: %w", f, err)
-		}
-		if seen[n] {
-			return nil, fmt.Errorf("seed %d given twice", n)
-		}
-		seen[n] = true
-		out = append(out, n)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no seed")
-	}
-	return out, nil
-}
-
-// runOrder is the order the configurations run in for the i-th seed: as listed for even i,
-// reversed for odd i.
-func runOrder(cfgs []config, i int) []config {
-	out := append([]config(nil), cfgs...)
-	if i%2 == 1 {
-		slices.Reverse(out)
-	}
-	return out
-}
-
-func parseConfigs(root, list string) ([]config, error) {
-	var out []config
-	for _, name := range strings.Split(list, ",") {
-		name = strings.TrimSpace(name)
-		switch {
-		case name == "baseline":
-			out = append(out, config{Name: name, Profile: harness.Baseline})
-		case name == "cdplace":
-			out = append(out, config{Name: name, Profile: harness.Cdplace})
-		case strings.HasPrefix(name, "cdplace-reserveafter"):
-			n, err := strconv.Atoi(strings.TrimPrefix(name, "cdplace-reserveafter"))
-			if err != nil || n < 1 {
-				return nil, fmt.Errorf("config %q: want cdplace-reserveafter<N>, N ≥ 1 real seconds", name)
-			}
-			pc, err := pluginConfigWith(root, "cliqueReservationAfterSeconds", n)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, config{Name: name, Profile: harness.Cdplace, PluginConfig: pc, ReserveAfter: n})
-		case strings.HasPrefix(name, "cdplace-reserve"):
-			n, err := strconv.Atoi(strings.TrimPrefix(name, "cdplace-reserve"))
-			if err != nil || n < 0 {
-				return nil, fmt.Errorf("config %q: want cdplace-reserve<N>", name)
-			}
-			pc, err := pluginConfigWith(root, "reserveTraysPerClique", n)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, config{Name: name, Profile: harness.Cdplace, PluginConfig: pc, Reserve: n})
-		default:
-			return nil, fmt.Errorf("unknown config %q (baseline, cdplace, cdplace-reserve<N>, cdplace-reserveafter<N>)", name)
-		}
-	}
-	return out, nil
-}
-
-// pluginConfigWith is the shipped profile's pluginConfig with ComputeDomainPlacement's arg
-// key set to n.
-func pluginConfigWith(root, key string, n int) ([]byte, error) {
-	path := filepath.Join(root, "kube-scheduler-config", "scheduler-config.yaml")
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var cfg struct {
-		Profiles []struct {
-			PluginConfig []map[string]any `json:"pluginConfig"`
-		} `json:"profiles"`
-	}
-	if err := yaml.Unmarshal(raw, &cfg); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(cfg.Profiles) == 0 {
-		return nil, fmt.Errorf("%s has no profiles", path)
-	}
-	list := cfg.Profiles[0].PluginConfig
-	found := false
-	for _, pc := range list {
-		if pc["name"] != "ComputeDomainPlacement" {
-			continue
-		}
-		args, _ := pc["args"].(map[string]any)
-		if args == nil {
-			args = map[string]any{}
-			pc["args"] = args
-		}
-		args[key] = n
-		found = true
-	}
-	if !found {
-		return nil, fmt.Errorf("%s: no ComputeDomainPlacement pluginConfig in the first profile", path)
-	}
-	return yaml.Marshal(list)
-}
-
-// schedulers keeps the right process behind the computedomain-scheduler profile: the shipped one
-// (env.Cdplace) or one with another pluginConfig, handing the leader lease over between them.
-type schedulers struct {
-	env     *harness.Env
-	started int // schedulers started with another pluginConfig, for unique process names
-	root    string
-	active  *harness.Scheduler
-	key     string // the active pluginConfig; "" as shipped
-}
-
-func (m *schedulers) use(ctx context.Context, cfg config) (time.Duration, error) {
-	start := time.Now()
-	if cfg.Profile != harness.Cdplace {
-		return 0, nil
-	}
-	key := string(cfg.PluginConfig)
-	if key == m.key {
-		return time.Since(start), m.waitLeader(ctx, "")
-	}
-	old := m.holder(ctx)
-	m.active.Stop()
-	if cfg.PluginConfig == nil {
-		if err := m.env.Cdplace.Restart(ctx); err != nil {
-			return 0, fmt.Errorf("restart the shipped cdplace scheduler: %w", err)
-		}
-		m.active = m.env.Cdplace
-	} else {
-		kubeconfig := filepath.Join(m.env.CP.Dir, "computedomain-scheduler.kubeconfig")
-		sc, err := harness.SchedulerConfig(filepath.Join(m.root, "kube-scheduler-config", "scheduler-config.yaml"), kubeconfig, cfg.PluginConfig)
-		if err != nil {
-			return 0, err
-		}
-		m.started++
-		s, err := m.env.CP.StartScheduler(ctx, fmt.Sprintf("computedomain-scheduler-%s-%d", cfg.Name, m.started), sc)
-		if err != nil {
-			return 0, err
-		}
-		m.active = s
-	}
-	m.key = key
-	return time.Since(start), m.waitLeader(ctx, old)
-}
-
-func (m *schedulers) holder(ctx context.Context) string {
-	l, err := m.env.CP.Client.CoordinationV1().Leases("cdplace-system").Get(ctx, "computedomain-scheduler", metav1.GetOptions{})
-	if err != nil || l.Spec.HolderIdentity == nil {
-		return ""
-	}
-	return *l.Spec.HolderIdentity
-}
-
-// waitLeader waits until a scheduler other than old holds the lease (the shipped config releases
-// it on a graceful stop, so this takes a retry period, about 2 s).
-func (m *schedulers) waitLeader(ctx context.Context, old string) error {
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		if h := m.holder(ctx); h != "" && h != old {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no new computedomain-scheduler leader after 90s (log: %s)", m.active.LogPath())
-		}
-		if !m.active.Running() {
-			return fmt.Errorf("the computedomain-scheduler exited (log: %s)", m.active.LogPath())
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
 func run(o options) (code int, err error) {
 	root, out, err := paths(o)
 	if err != nil {
@@ -351,7 +155,7 @@ func run(o options) (code int, err error) {
 	var traces []Trace
 	for _, seed := range o.seeds {
 		spec := TraceSpec{Seed: seed, Racks: o.racks, TraysPerClique: o.trays, Arrivals: o.arrivals, PlainPods: o.plain,
-			Failures: o.failures, Horizon: o.horizon}
+			Failures: o.failures, Horizon: o.horizon, LifetimeHorizon: o.lifetimeHorizon}
 		tr := GenerateTrace(spec)
 		meanSize, load := tr.Demand()
 		traces = append(traces, tr)
@@ -472,29 +276,6 @@ func run(o options) (code int, err error) {
 	return 0, nil
 }
 
-// sortConfigs puts results in the order of cfgs.
-func sortConfigs(res []*ConfigResult, cfgs []config) {
-	idx := map[string]int{}
-	for i, c := range cfgs {
-		idx[c.Name] = i
-	}
-	sort.SliceStable(res, func(i, j int) bool { return idx[res[i].Config] < idx[res[j].Config] })
-}
-
-func describe(c config, scale float64) string {
-	switch {
-	case c.Profile == harness.Baseline:
-		return "default-scheduler, required pod affinity on the clique"
-	case c.PluginConfig == nil:
-		return "computedomain-scheduler as shipped"
-	case c.ReserveAfter > 0:
-		return fmt.Sprintf("computedomain-scheduler, cliqueReservationAfterSeconds: %d (%.0f trace seconds)", c.ReserveAfter, float64(c.ReserveAfter)*scale)
-	default:
-		return "computedomain-scheduler, pluginConfig " + strings.Join(strings.Fields(string(c.PluginConfig)), " ")
-	}
-}
-
-// paths resolves -repo and -out (relative to -repo unless absolute).
 func paths(o options) (root, out string, err error) {
 	if root, err = filepath.Abs(o.root); err != nil {
 		return "", "", err

@@ -175,9 +175,10 @@ func (r *runner) sample() Sample {
 	refusals := len(r.prep.Refusals())
 	pods, _ := r.pods.Pods(r.ns).List(labels.Everything())
 
-	rss, journal := r.memory()
+	rss, journal, goroutines := r.memory()
 	r.mu.Lock()
-	s := Sample{T: r.since(now), StrandedGPUs: stranded, PrepareRefusals: refusals, Load1: load1(), SchedulerRSSMiB: rss, JournalLength: journal}
+	s := Sample{T: r.since(now), StrandedGPUs: stranded, PrepareRefusals: refusals, Load1: load1(),
+		SchedulerRSSMiB: rss, JournalLength: journal, SchedulerGoroutines: goroutines}
 	s.TraceT = s.T * r.opts.Scale
 	occupied := map[string]bool{}
 	for _, p := range pods {
@@ -347,22 +348,26 @@ func (r *runner) markStalls(now time.Time, free map[string]int) {
 const memoryEvery = 10
 
 // memory is the cdplace scheduler's RSS in MiB and, every memoryEvery calls, its journal
-// length; zeros without a cdplace scheduler or when a read fails.
-func (r *runner) memory() (rssMiB, journal float64) {
+// length and goroutines; zeros without a cdplace scheduler or when a read fails.
+func (r *runner) memory() (rssMiB, journal, goroutines float64) {
 	s := r.opts.Scheduler
 	if s == nil {
-		return 0, 0
+		return 0, 0, 0
 	}
 	if b, err := s.RSSBytes(); err == nil {
 		rssMiB = float64(b) / (1 << 20)
 	}
 	r.memorySamples++
 	if r.memorySamples%memoryEvery == 1 {
-		if g, err := harness.ScrapeGauges(r.ctx, s.MetricsURL(), "cdplace_journal_length"); err == nil {
-			for _, v := range g {
-				journal += v
+		if g, err := harness.ScrapeGauges(r.ctx, s.MetricsURL(), "cdplace_journal_length", "go_goroutines"); err == nil {
+			for k, v := range g {
+				if strings.HasPrefix(k, "go_goroutines{") {
+					goroutines += v
+				} else {
+					journal += v
+				}
 			}
 		}
 	}
-	return rssMiB, journal
+	return rssMiB, journal, goroutines
 }

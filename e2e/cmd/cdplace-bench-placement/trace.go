@@ -20,6 +20,10 @@ type TraceSpec struct {
 	PlainPods      int     `json:"plainPods"`      // 4-GPU pods without a ComputeDomain
 	Failures       int     `json:"failures"`       // tray failures
 	Horizon        float64 `json:"horizon"`        // trace seconds; everything still there at the end is withdrawn
+	// LifetimeHorizon is the H that lifetimes and repair times are drawn against (trace seconds;
+	// 0: Horizon). A soak stretches Horizon and Arrivals together and keeps this at the base
+	// horizon, so the offered load stays what it is in the hour-long trace.
+	LifetimeHorizon float64 `json:"lifetimeHorizon,omitempty"`
 }
 
 // CDArrival is one ComputeDomain: Size trays (Size pods of 4 GPUs each, one per tray), running
@@ -78,12 +82,17 @@ const arrivalWindow = 0.8
 // GenerateTrace is a pure function of spec: the same spec gives the same trace.
 //
 //   - ComputeDomain arrivals: a Poisson process conditioned on spec.Arrivals events in the first
-//     80% of the horizon (exponential gaps, normalised); sizes from sizeWeights (capped at the
-//     clique size); lifetimes H/15 + Exp(mean H/6), at most 0.8 H (mean ≈ 0.23 H).
-//   - Plain pods the same way, lifetimes H/20 + Exp(mean H/6).
-//   - Tray failures uniformly in [0.2 H, 0.7 H] on distinct trays, each repaired H/6 later.
+//     80% of the horizon H (exponential gaps, normalised); sizes from sizeWeights (capped at the
+//     clique size); lifetimes L/15 + Exp(mean L/6), at most 0.8 L (mean ≈ 0.23 L), where L is
+//     the lifetime horizon (H unless set).
+//   - Plain pods the same way, lifetimes L/20 + Exp(mean L/6).
+//   - Tray failures uniformly in [0.2 H, 0.7 H] on distinct trays, each repaired L/6 later.
 func GenerateTrace(spec TraceSpec) Trace {
 	h := spec.Horizon
+	l := h
+	if spec.LifetimeHorizon > 0 {
+		l = spec.LifetimeHorizon
+	}
 	tr := Trace{Spec: spec}
 
 	rng := rand.New(rand.NewPCG(spec.Seed, streamCDs))
@@ -101,13 +110,13 @@ func GenerateTrace(spec TraceSpec) Trace {
 			pick -= w.weight
 		}
 		size = min(size, spec.TraysPerClique)
-		life := math.Min(h/15+rng.ExpFloat64()*h/6, 0.8*h)
+		life := math.Min(l/15+rng.ExpFloat64()*l/6, 0.8*l)
 		tr.CDs = append(tr.CDs, CDArrival{Name: fmt.Sprintf("cd-%03d", i), At: round(at), Size: size, Lifetime: round(life)})
 	}
 
 	rng = rand.New(rand.NewPCG(spec.Seed, streamPlain))
 	for i, at := range arrivals(rng, spec.PlainPods, arrivalWindow*h) {
-		life := math.Min(h/20+rng.ExpFloat64()*h/6, 0.8*h)
+		life := math.Min(l/20+rng.ExpFloat64()*l/6, 0.8*l)
 		tr.Plain = append(tr.Plain, PlainArrival{Name: fmt.Sprintf("plain-%03d", i), At: round(at), Lifetime: round(life)})
 	}
 
@@ -120,7 +129,7 @@ func GenerateTrace(spec TraceSpec) Trace {
 			continue
 		}
 		used[[2]int{rack, tray}] = true
-		tr.Failures = append(tr.Failures, TrayFailure{At: round(at), Rack: rack, Tray: tray, RepairAfter: round(h / 6)})
+		tr.Failures = append(tr.Failures, TrayFailure{At: round(at), Rack: rack, Tray: tray, RepairAfter: round(l / 6)})
 	}
 	sort.SliceStable(tr.Failures, func(i, j int) bool { return tr.Failures[i].At < tr.Failures[j].At })
 	return tr

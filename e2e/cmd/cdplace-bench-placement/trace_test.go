@@ -80,3 +80,32 @@ func TestTraceSmallClique(t *testing.T) {
 		}
 	}
 }
+
+// A soak stretches the horizon and arrivals twentyfold and keeps the lifetime horizon: the
+// offered load stays about what the hour-long trace offers, instead of twenty times it.
+func TestTraceLifetimeHorizonKeepsTheLoad(t *testing.T) {
+	base := spec(1)
+	_, want := GenerateTrace(base).Demand()
+	long := base
+	long.Horizon, long.Arrivals, long.PlainPods, long.Failures = 20*base.Horizon, 20*base.Arrivals, 20*base.PlainPods, 21
+	_, stretched := GenerateTrace(long).Demand()
+	long.LifetimeHorizon = base.Horizon
+	tr := GenerateTrace(long)
+	_, kept := tr.Demand()
+	if stretched < 10*want {
+		t.Errorf("without a lifetime horizon the load should grow with the horizon: %.2f vs %.2f", stretched, want)
+	}
+	if kept < 0.8*want || kept > 1.25*want {
+		t.Errorf("load %.2f with the lifetime horizon, want about %.2f", kept, want)
+	}
+	for _, cd := range tr.CDs {
+		if cd.Lifetime > 0.8*base.Horizon {
+			t.Fatalf("%s lives %.0f s, more than 0.8 of the lifetime horizon", cd.Name, cd.Lifetime)
+		}
+	}
+	for _, f := range tr.Failures {
+		if f.RepairAfter != base.Horizon/6 {
+			t.Fatalf("a failure is repaired after %.0f s, want %.0f", f.RepairAfter, base.Horizon/6)
+		}
+	}
+}

@@ -1,0 +1,162 @@
+package main
+
+// The configurations under test: parsing -configs and -seeds, the pluginConfig each runs, the
+// order they run in, and how the report names them.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/cdplace/cdplace/e2e/harness"
+)
+
+// config is one scheduler configuration under test.
+type config struct {
+	Name         string
+	Profile      harness.Profile
+	PluginConfig []byte // the cdplace profile's pluginConfig; nil: as shipped
+	Reserve      int    // reserveTraysPerClique in PluginConfig
+	ReserveAfter int    // cliqueReservationAfterSeconds in PluginConfig; 0: the shipped default
+}
+
+// parseSeeds reads "1,2" (at least one seed, no repeats).
+func parseSeeds(list string) ([]uint64, error) {
+	var out []uint64
+	seen := map[uint64]bool{}
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("seed %q: %w", f, err)
+		}
+		if seen[n] {
+			return nil, fmt.Errorf("seed %d given twice", n)
+		}
+		seen[n] = true
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no seed")
+	}
+	return out, nil
+}
+
+// runOrder is the order the configurations run in for the i-th seed: as listed for even i,
+// reversed for odd i.
+func runOrder(cfgs []config, i int) []config {
+	out := append([]config(nil), cfgs...)
+	if i%2 == 1 {
+		slices.Reverse(out)
+	}
+	return out
+}
+
+func parseConfigs(root, list string) ([]config, error) {
+	var out []config
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		switch {
+		case name == "baseline":
+			out = append(out, config{Name: name, Profile: harness.Baseline})
+		case name == "cdplace":
+			out = append(out, config{Name: name, Profile: harness.Cdplace})
+		case strings.HasPrefix(name, "cdplace-reserveafter"):
+			n, err := strconv.Atoi(strings.TrimPrefix(name, "cdplace-reserveafter"))
+			if err != nil || n < 1 {
+				return nil, fmt.Errorf("config %q: want cdplace-reserveafter<N>, N ≥ 1 real seconds", name)
+			}
+			pc, err := pluginConfigWith(root, "cliqueReservationAfterSeconds", n)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, config{Name: name, Profile: harness.Cdplace, PluginConfig: pc, ReserveAfter: n})
+		case strings.HasPrefix(name, "cdplace-reserve"):
+			n, err := strconv.Atoi(strings.TrimPrefix(name, "cdplace-reserve"))
+			if err != nil || n < 0 {
+				return nil, fmt.Errorf("config %q: want cdplace-reserve<N>", name)
+			}
+			pc, err := pluginConfigWith(root, "reserveTraysPerClique", n)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, config{Name: name, Profile: harness.Cdplace, PluginConfig: pc, Reserve: n})
+		default:
+			return nil, fmt.Errorf("unknown config %q (baseline, cdplace, cdplace-reserve<N>, cdplace-reserveafter<N>)", name)
+		}
+	}
+	return out, nil
+}
+
+// pluginConfigWith is the shipped profile's pluginConfig with ComputeDomainPlacement's arg
+// key set to n.
+func pluginConfigWith(root, key string, n int) ([]byte, error) {
+	path := filepath.Join(root, "kube-scheduler-config", "scheduler-config.yaml")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var cfg struct {
+		Profiles []struct {
+			PluginConfig []map[string]any `json:"pluginConfig"`
+		} `json:"profiles"`
+	}
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(cfg.Profiles) == 0 {
+		return nil, fmt.Errorf("%s has no profiles", path)
+	}
+	list := cfg.Profiles[0].PluginConfig
+	found := false
+	for _, pc := range list {
+		if pc["name"] != "ComputeDomainPlacement" {
+			continue
+		}
+		args, _ := pc["args"].(map[string]any)
+		if args == nil {
+			args = map[string]any{}
+			pc["args"] = args
+		}
+		args[key] = n
+		found = true
+	}
+	if !found {
+		return nil, fmt.Errorf("%s: no ComputeDomainPlacement pluginConfig in the first profile", path)
+	}
+	return yaml.Marshal(list)
+}
+
+// sortConfigs puts results in the order of cfgs.
+func sortConfigs(res []*ConfigResult, cfgs []config) {
+	idx := map[string]int{}
+	for i, c := range cfgs {
+		idx[c.Name] = i
+	}
+	sort.SliceStable(res, func(i, j int) bool { return idx[res[i].Config] < idx[res[j].Config] })
+}
+
+func describe(c config, scale float64) string {
+	switch {
+	case c.Profile == harness.Baseline:
+		return "default-scheduler, required pod affinity on the clique"
+	case c.PluginConfig == nil:
+		return "computedomain-scheduler as shipped"
+	case c.ReserveAfter > 0:
+		return fmt.Sprintf("computedomain-scheduler, cliqueReservationAfterSeconds: %d (%.0f trace seconds)", c.ReserveAfter, float64(c.ReserveAfter)*scale)
+	default:
+		return "computedomain-scheduler, pluginConfig " + strings.Join(strings.Fields(string(c.PluginConfig)), " ")
+	}
+}
+
+// paths resolves -repo and -out (relative to -repo unless absolute).

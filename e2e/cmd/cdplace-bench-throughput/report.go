@@ -1,0 +1,160 @@
+package main
+
+// The results: one Run per workload and scheduler, and the summary of ratios written beside the
+// raw runs.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/cdplace/cdplace/e2e/harness"
+	"github.com/cdplace/cdplace/e2e/plot"
+)
+
+// Run is one workload through one scheduler.
+type Run struct {
+	Trays      int     `json:"trays"`
+	Kind       string  `json:"kind"`
+	Profile    string  `json:"profile"`
+	Rep        int     `json:"rep"`
+	Pods       int     `json:"pods"`
+	Bound      int     `json:"bound"`
+	Seconds    float64 `json:"seconds"`
+	PodsPerSec float64 `json:"podsPerSecond"`
+	AttemptP50 float64 `json:"attemptP50ms"`
+	AttemptP99 float64 `json:"attemptP99ms"`
+	// RSSMiB is the scheduler process's resident set size right after the run (the fleet and
+	// the run's pods in its caches; cdplace's view, guest instances and owner informers too).
+	RSSMiB    float64              `json:"schedulerRSSMiB"`
+	Extension map[string]Quantiles `json:"extensionPoints"`
+	Plugins   map[string]Quantiles `json:"plugins"`
+}
+
+// Quantiles of one histogram in milliseconds (plugin metrics are sampled by the scheduler).
+type Quantiles struct {
+	Count uint64  `json:"count"`
+	P50   float64 `json:"p50ms"`
+	P99   float64 `json:"p99ms"`
+}
+
+// Summary is the ratio table written next to the raw runs.
+type Summary struct {
+	Trays         int     `json:"trays"`
+	Kind          string  `json:"kind"`
+	Cdplace       float64 `json:"cdplacePodsPerSecond"`
+	Baseline      float64 `json:"baselinePodsPerSecond"`
+	Ratio         float64 `json:"ratio"`
+	AllNodes      float64 `json:"allNodesPodsPerSecond,omitempty"`
+	RatioAllNodes float64 `json:"ratioToAllNodes,omitempty"`
+	CdplaceBound  string  `json:"cdplaceBound"`
+	BaselineBound string  `json:"baselineBound"`
+}
+
+func slicesMax(v []float64) float64 {
+	m := 0.0
+	for _, x := range v {
+		m = max(m, x)
+	}
+	return m
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func report(out string, runs []Run) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	type key struct {
+		trays int
+		kind  string
+	}
+	var keys []key
+	rate := map[key]map[string][]float64{}
+	bound := map[key]map[string]string{}
+	for _, r := range runs {
+		k := key{r.Trays, r.Kind}
+		if rate[k] == nil {
+			keys = append(keys, k)
+			rate[k] = map[string][]float64{}
+			bound[k] = map[string]string{}
+		}
+		rate[k][r.Profile] = append(rate[k][r.Profile], r.PodsPerSec)
+		bound[k][r.Profile] += fmt.Sprintf("%d/%d ", r.Bound, r.Pods)
+	}
+	var sums []Summary
+	var b strings.Builder
+	b.WriteString("| trays | workload | cdplace pods/s (median) | baseline pods/s (median) | ratio | stock, all nodes pods/s | cdplace / all nodes | cdplace bound | baseline bound |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, k := range keys {
+		cd, base := median(rate[k][string(harness.Cdplace)]), median(rate[k][string(harness.Baseline)])
+		s := Summary{Trays: k.trays, Kind: k.kind, Cdplace: round(cd), Baseline: round(base),
+			CdplaceBound: strings.TrimSpace(bound[k][string(harness.Cdplace)]), BaselineBound: strings.TrimSpace(bound[k][string(harness.Baseline)])}
+		if base > 0 {
+			s.Ratio = round(cd / base)
+		}
+		all, allCol, allRatio := median(rate[k][string(allNodes)]), "–", "–"
+		if all > 0 {
+			s.AllNodes, s.RatioAllNodes = round(all), round(cd/all)
+			allCol, allRatio = fmt.Sprintf("%.1f", all), fmt.Sprintf("%.2f", cd/all)
+		}
+		sums = append(sums, s)
+		fmt.Fprintf(&b, "| %d | %s | %.1f | %.1f | %.2f | %s | %s | %s | %s |\n", s.Trays, s.Kind, s.Cdplace, s.Baseline, s.Ratio,
+			allCol, allRatio, s.CdplaceBound, s.BaselineBound)
+	}
+	b.WriteString("\n| trays | workload | profile | rep | pods/s | scheduler RSS MiB | attempt p50/p99 ms | cdplace PreFilter p50/p99 ms | cdplace Filter p50/p99 | cdplace Score p50/p99 | DynamicResources PreFilter p50/p99 | DynamicResources Filter p50/p99 |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	q := func(r Run, k string) string {
+		v, ok := r.Plugins[k]
+		if !ok {
+			return "–"
+		}
+		return fmt.Sprintf("%.3f / %.3f", v.P50, v.P99)
+	}
+	for _, r := range runs {
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.1f | %.0f | %.1f / %.1f | %s | %s | %s | %s | %s |\n", r.Trays, r.Kind, r.Profile, r.Rep, r.PodsPerSec,
+			r.RSSMiB, r.AttemptP50, r.AttemptP99, q(r, "ComputeDomainPlacement/PreFilter"), q(r, "ComputeDomainPlacement/Filter"),
+			q(r, "ComputeDomainPlacement/Score"), q(r, "DynamicResources/PreFilter"), q(r, "DynamicResources/Filter"))
+	}
+	var groups []string
+	cdSeries := plot.Series{Name: "cdplace (computedomain-scheduler)"}
+	baseSeries := plot.Series{Name: "baseline (default-scheduler)"}
+	allSeries := plot.Series{Name: "stock profile, percentageOfNodesToScore 100"}
+	for _, s := range sums {
+		groups = append(groups, fmt.Sprintf("%s, %d trays", s.Kind, s.Trays))
+		cdSeries.Y = append(cdSeries.Y, s.Cdplace)
+		baseSeries.Y = append(baseSeries.Y, s.Baseline)
+		allSeries.Y = append(allSeries.Y, s.AllNodes)
+	}
+	series := []plot.Series{cdSeries, baseSeries}
+	if c := allSeries.Y; len(c) > 0 && slicesMax(c) > 0 {
+		series = append(series, allSeries)
+	}
+	svg := plot.BarChart("Scheduling throughput (median of repetitions)", "pods/s", groups, series)
+	if err := os.WriteFile(filepath.Join(out, "throughput.svg"), svg, 0o644); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(map[string]any{"summary": sums, "runs": runs}, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, "throughput.json"), append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, "throughput.md"), []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	fmt.Print("\n" + b.String())
+	return nil
+}
