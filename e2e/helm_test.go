@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -157,6 +158,7 @@ func TestHelmChart(t *testing.T) {
 	bin := helmBinary(t)
 	t.Run("LintAndTemplate", func(t *testing.T) { testChartLintAndTemplate(t, bin) })
 	t.Run("Refusals", func(t *testing.T) { testChartRefusals(t, bin) })
+	t.Run("DeployRBACIsTheChart", func(t *testing.T) { testDeployRBACIsTheChart(t, bin) })
 	if t.Failed() {
 		return
 	}
@@ -684,4 +686,51 @@ func (l *stockLease) release() {
 		close(l.stop)
 	}
 	<-l.done
+}
+
+// testDeployRBACIsTheChart: kube-scheduler-config/deploy/rbac.yaml (the plain manifests, which
+// the e2e suite's own cdplace scheduler runs under) is the chart's RBAC rendered with
+// deploy/rbac-values.yaml (`make deploy-rbac`), so the permissions have one owner. Labels are
+// left out of the comparison (the file drops Helm's).
+func testDeployRBACIsTheChart(t *testing.T, bin string) {
+	deploy := filepath.Join(repoRoot, "kube-scheduler-config", "deploy")
+	out, err := helmRun(t, bin, "template", "cdplace-scheduler", chartDir(), "--namespace", "cdplace-system",
+		"-f", filepath.Join(deploy, "rbac-values.yaml"),
+		"--show-only", "templates/clusterrole.yaml", "--show-only", "templates/role.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := harness.DecodeManifests([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(deploy, "rbac.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := harness.DecodeManifests(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	strip := func(objs []*unstructured.Unstructured) []map[string]any {
+		var out []map[string]any
+		for _, o := range objs {
+			o = o.DeepCopy()
+			unstructured.RemoveNestedField(o.Object, "metadata", "labels")
+			out = append(out, o.Object)
+		}
+		return out
+	}
+	if g, w := strip(got), strip(want); !reflect.DeepEqual(g, w) {
+		gy, _ := yaml.Marshal(g)
+		wy, _ := yaml.Marshal(w)
+		t.Errorf("kube-scheduler-config/deploy/rbac.yaml is not the chart's RBAC: run `make deploy-rbac`\n--- file:\n%s\n--- chart:\n%s", gy, wy)
+	}
+	for _, o := range got {
+		if o.GetKind() == "ClusterRoleBinding" {
+			if ref, _, _ := unstructured.NestedString(o.Object, "roleRef", "name"); strings.HasPrefix(ref, "system:") {
+				t.Errorf("%s binds the built-in %s", o.GetName(), ref)
+			}
+		}
+	}
 }

@@ -80,7 +80,7 @@ func TestScenario02OneTrayTooMany(t *testing.T) {
 		})
 		// The reason names the size and where it came from: the Job's parallelism.
 		want := "ComputeDomain " + s.ns + "/big needs 9 free trays in one NVLink clique (size 9 from Job " + s.ns +
-			"/big spec.parallelism); the most any clique can offer now is 8"
+			"/big spec.parallelism); no clique has that many free now"
 		if reasons := strings.Join(s.domains()["big"].Reasons, "\n"); !strings.Contains(reasons, want) {
 			t.Errorf("big's reason = %q; want it to contain %q", reasons, want)
 		}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,9 +19,10 @@ import (
 // clique as its topology constraint, whose 8 pods share one ComputeDomain, is offered both cliques
 // as placements by the plugin's GeneratePlacements, both are feasible, and the plugin's
 // ScorePlacement picks best fit: all 8 bind together in the clique with 8 free. The scheduler's
-// metrics show the plugin ran at PlacementGenerate and in the placement score phase (neither
-// series exists when the profile does not use the plugin there), and its log names the
-// placements.
+// log shows the plugin's placements (one per clique) and its score for each, the clique with 8
+// free above the empty one. (The plugin-duration metric was tried here first: the framework
+// records it asynchronously into a buffer that drops what does not fit, so it was missing in
+// about one run of five.)
 func TestScenario20WorkloadCyclePlacesTheGroupBestFit(t *testing.T) {
 	gated := gatedEnv(t, "workload-cycle", 3*time.Minute)
 	s := newScenarioOn(t, gated, "s20", harness.Cdplace, twoRacks, harness.PrepareOptions{})
@@ -45,27 +47,6 @@ func TestScenario20WorkloadCyclePlacesTheGroupBestFit(t *testing.T) {
 	s.assertIn(d, "gang", partly, "best fit: 8 free trays for 8 pods, not the empty clique's 18")
 	s.assertNoRefusals()
 
-	// The plugin's methods ran in the workload cycle. The framework records the calls it makes
-	// with the pod group's cycle state (asynchronously, flushed every second): PlacementGenerate
-	// and the score phase's normalization, which runs only when two placements were feasible
-	// and scored (ScorePlacement gets a placement's state, which records nothing).
-	for _, point := range []string{"PlacementGenerate", "PlacementScoreExtensionNormalize"} {
-		var n uint64
-		deadline := time.Now().Add(15 * time.Second)
-		for n == 0 && time.Now().Before(deadline) {
-			m, err := harness.ScrapeHistograms(s.ctx, s.e.Cdplace.MetricsURL(), "scheduler_plugin_execution_duration_seconds")
-			if err != nil {
-				t.Fatal(err)
-			}
-			n = m.Merge("extension_point="+point+",", "plugin=ComputeDomainPlacement,", "status=Success").Count
-			if n == 0 {
-				time.Sleep(500 * time.Millisecond)
-			}
-		}
-		if n == 0 {
-			t.Errorf("no successful ComputeDomainPlacement call at %s in the scheduler's metrics: the group did not go through the plugin's placements", point)
-		}
-	}
 	log, err := os.ReadFile(s.e.Cdplace.LogPath())
 	if err != nil {
 		t.Fatal(err)
@@ -79,5 +60,22 @@ func TestScenario20WorkloadCyclePlacesTheGroupBestFit(t *testing.T) {
 	}
 	if line == "" || !strings.Contains(line, partly) || !strings.Contains(line, s.other(partly)) {
 		t.Errorf("the scheduler's log has no placement per clique for PodGroup %s/gang (want both %s and %s): %q", s.ns, partly, s.other(partly), line)
+	}
+	// Both placements were feasible and the plugin scored them: best fit above the empty clique.
+	scores := map[string]int{}
+	for _, l := range strings.Split(string(log), "\n") {
+		if !strings.Contains(l, "ComputeDomainPlacement scored placement") || !strings.Contains(l, `podGroup="`+s.ns+`/gang"`) {
+			continue
+		}
+		for _, c := range []string{partly, s.other(partly)} {
+			if strings.Contains(l, c) {
+				if i := strings.LastIndex(l, "score="); i >= 0 {
+					scores[c], _ = strconv.Atoi(strings.TrimSpace(l[i+len("score="):]))
+				}
+			}
+		}
+	}
+	if len(scores) != 2 || scores[partly] <= scores[s.other(partly)] {
+		t.Errorf("the plugin's scores for PodGroup %s/gang's placements = %v; want both cliques scored, %s (8 free) above %s (18 free)", s.ns, scores, partly, s.other(partly))
 	}
 }

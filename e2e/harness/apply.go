@@ -1,11 +1,8 @@
 package harness
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"time"
 
@@ -13,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
@@ -41,19 +37,12 @@ func (cp *ControlPlane) Apply(ctx context.Context, data []byte, defaultNamespace
 		return nil, err
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	docs, err := DecodeManifests(data)
+	if err != nil {
+		return nil, err
+	}
 	var out []*unstructured.Unstructured
-	for {
-		obj := &unstructured.Unstructured{}
-		if err := dec.Decode(&obj.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out, nil
-			}
-			return out, err
-		}
-		if len(obj.Object) == 0 {
-			continue
-		}
+	for _, obj := range docs {
 		objs := []*unstructured.Unstructured{obj}
 		if obj.IsList() {
 			// A `kind: List` (what `kubectl get -o yaml` writes): its items, in order.
@@ -76,6 +65,7 @@ func (cp *ControlPlane) Apply(ctx context.Context, data []byte, defaultNamespace
 			}
 		}
 	}
+	return out, nil
 }
 
 // create makes one object, resolving its resource through discovery; it returns nil for an

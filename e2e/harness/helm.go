@@ -3,17 +3,13 @@ package harness
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -122,55 +118,6 @@ func (w *warningLog) take() []string {
 	m := w.msgs
 	w.msgs = nil
 	return m
-}
-
-// StartSchedulerWithArgs is StartScheduler with more kube-scheduler flags after the harness's own
-// (--config, --bind-address, --secure-port, --v, --authorization-always-allow-paths and the
-// control plane's --feature-gates; a repeated flag takes the later value), e.g. a Helm chart's
-// container args. It waits for /healthz as StartScheduler does. A Restart of the returned
-// scheduler starts it without the extra flags.
-func (cp *ControlPlane) StartSchedulerWithArgs(ctx context.Context, name string, config []byte, args []string) (*Scheduler, error) {
-	path := filepath.Join(cp.Dir, name+".yaml")
-	if err := os.WriteFile(path, config, 0o600); err != nil {
-		return nil, err
-	}
-	port, err := FreePort()
-	if err != nil {
-		return nil, err
-	}
-	s := &Scheduler{Name: name, ConfigPath: path, Port: port, bin: cp.Bin.Scheduler, dir: cp.Dir, gates: cp.FeatureGates}
-	flags := []string{"--config=" + s.ConfigPath,
-		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(s.Port), "--v=2",
-		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics"}
-	if s.gates != "" {
-		flags = append(flags, "--feature-gates="+s.gates)
-	}
-	p, err := StartProcess(s.dir, s.Name, s.bin, append(flags, args...)...)
-	if err != nil {
-		return nil, err
-	}
-	s.proc = p
-	cp.schedulers = append(cp.schedulers, s)
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
-		// The scheduler's serving certificate is self-signed; this probe only reads /healthz.
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec
-	}}
-	url := fmt.Sprintf("https://127.0.0.1:%d/healthz", s.Port)
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if exited, err := p.Exited(); exited {
-			return nil, fmt.Errorf("%s exited while starting (%v); log: %s", s.Name, err, p.LogPath)
-		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if resp, err := client.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s, nil
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return nil, fmt.Errorf("%s not healthy after 60s; log: %s", s.Name, p.LogPath)
 }
 
 // RSSBytes is the scheduler process's resident set size (VmRSS in /proc/<pid>/status): what a

@@ -92,6 +92,15 @@ func (s *Scheduler) MetricsURL() string { return fmt.Sprintf("https://127.0.0.1:
 // StartScheduler writes config to <Dir>/<name>.yaml and runs the scheduler binary with it and
 // the control plane's feature gates.
 func (cp *ControlPlane) StartScheduler(ctx context.Context, name string, config []byte) (*Scheduler, error) {
+	return cp.StartSchedulerWithArgs(ctx, name, config, nil)
+}
+
+// StartSchedulerWithArgs is StartScheduler with more kube-scheduler flags after the harness's own
+// (--config, --bind-address, --secure-port, --v, --authorization-always-allow-paths and the
+// control plane's --feature-gates; a repeated flag takes the later value), e.g. a Helm chart's
+// container args. It waits for /healthz as StartScheduler does. A Restart of the returned
+// scheduler starts it without the extra flags.
+func (cp *ControlPlane) StartSchedulerWithArgs(ctx context.Context, name string, config []byte, args []string) (*Scheduler, error) {
 	path := filepath.Join(cp.Dir, name+".yaml")
 	if err := os.WriteFile(path, config, 0o600); err != nil {
 		return nil, err
@@ -101,14 +110,16 @@ func (cp *ControlPlane) StartScheduler(ctx context.Context, name string, config 
 		return nil, err
 	}
 	s := &Scheduler{Name: name, ConfigPath: path, Port: port, bin: cp.Bin.Scheduler, dir: cp.Dir, gates: cp.FeatureGates}
-	if err := s.start(ctx); err != nil {
+	if err := s.start(ctx, args...); err != nil {
 		return nil, err
 	}
 	cp.schedulers = append(cp.schedulers, s)
 	return s, nil
 }
 
-func (s *Scheduler) start(ctx context.Context) error {
+// start runs the binary with the harness's flags, then extra (a repeated flag takes the later
+// value), and waits for /healthz.
+func (s *Scheduler) start(ctx context.Context, extra ...string) error {
 	// /metrics and pprof are readable without a token so the benchmarks can scrape and profile
 	// the scheduler (loopback only).
 	args := []string{"--config=" + s.ConfigPath,
@@ -117,6 +128,7 @@ func (s *Scheduler) start(ctx context.Context) error {
 	if s.gates != "" {
 		args = append(args, "--feature-gates="+s.gates)
 	}
+	args = append(args, extra...)
 	// Every scheduler the harness starts can dump its plugin's view (DumpView).
 	p, err := StartProcessEnv(s.dir, s.Name, s.bin, []string{DebugDumpDirEnv + "=" + s.DumpDir()}, args...)
 	if err != nil {
