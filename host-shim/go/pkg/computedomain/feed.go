@@ -89,6 +89,10 @@ type feed struct {
 	podsByOwner map[string]map[nsName]struct{}
 	// activate moves pending pods back to the scheduler's active queue (nil in tests).
 	activate func(pods []nsName)
+	// domainLabels are the nodes' driver domain labels; labelCleared runs (outside the lock)
+	// when one goes or changes.
+	domainLabels map[string]string
+	labelCleared func()
 
 	// listers answer for claims and templates the handlers have not delivered yet.
 	listers listers

@@ -25,8 +25,26 @@ func (f *feed) upsertNode(n *v1.Node) {
 		f.putLocked(k, f.scratch)
 		f.setCliqueLocked(n.Name, fact.CliqueLabel != nil && *fact.CliqueLabel != "")
 	}
+	// The driver's domain label went from this node. The QueueingHint for that event runs on the
+	// scheduler's own handler, in no order with this one, so the pods it queued may already have
+	// been retried on a view without the change; the pods rejected while their domain waited are
+	// activated again now that the view has it.
+	label := n.Labels[DomainLabel]
+	cleared := f.domainLabels[n.Name] != "" && f.domainLabels[n.Name] != label
+	if label == "" {
+		delete(f.domainLabels, n.Name)
+	} else {
+		if f.domainLabels == nil {
+			f.domainLabels = map[string]string{}
+		}
+		f.domainLabels[n.Name] = label
+	}
+	labelCleared := f.labelCleared
 	f.mu.Unlock()
 	f.flushIfFull()
+	if cleared && labelCleared != nil {
+		labelCleared()
+	}
 }
 
 func (f *feed) deleteNode(name string) {

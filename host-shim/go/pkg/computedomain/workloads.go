@@ -200,6 +200,25 @@ func (w *waking) take(domain string) []nsName {
 	return keys
 }
 
+// activateRejected activates the rejected pods of every domain (and forgets them).
+func (p *Plugin) activateRejected() {
+	p.wake.mu.Lock()
+	var keys []nsName
+	for _, pods := range p.wake.byDomain {
+		for k := range pods {
+			keys = append(keys, k)
+		}
+	}
+	p.wake.byDomain = nil
+	p.wake.mu.Unlock()
+	p.feed.mu.Lock()
+	activate := p.feed.activate
+	p.feed.mu.Unlock()
+	if len(keys) > 0 && activate != nil {
+		activate(keys)
+	}
+}
+
 // revalidated activates the rejected pods of a domain that no longer has an invalid object.
 func (p *Plugin) revalidated(domain string) {
 	keys := p.wake.take(domain)
