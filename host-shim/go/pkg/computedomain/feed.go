@@ -89,10 +89,11 @@ type feed struct {
 	podsByOwner map[string]map[nsName]struct{}
 	// activate moves pending pods back to the scheduler's active queue (nil in tests).
 	activate func(pods []nsName)
-	// domainLabels are the nodes' driver domain labels; labelCleared runs (outside the lock)
-	// when one goes or changes.
-	domainLabels map[string]string
-	labelCleared func()
+
+	// marks are the objects QueueingHints queued pods for, caught up on from stores before the
+	// next flush (feed_catchup.go).
+	marks  marks
+	stores stores
 
 	// listers answer for claims and templates the handlers have not delivered yet.
 	listers listers
@@ -300,8 +301,10 @@ func (f *feed) hasCliqueNodes() bool {
 	return len(f.cliqueNodes) > 0
 }
 
-// sequence is the view's change counter (see seq).
+// sequence is the view's change counter (see seq), once the feed caught up on the objects
+// hints queued pods for: a decision reused on the sequence must not predate them.
 func (f *feed) sequence() uint64 {
+	f.catchUp()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.seq
@@ -314,8 +317,10 @@ func (f *feed) bump() {
 	f.mu.Unlock()
 }
 
-// flush applies the pending batch, if any, in one call.
+// flush catches up on the objects hints queued pods for, then applies the pending batch, if
+// any, in one call.
 func (f *feed) flush() error {
+	f.catchUp()
 	f.flushMu.Lock()
 	defer f.flushMu.Unlock()
 	f.mu.Lock()

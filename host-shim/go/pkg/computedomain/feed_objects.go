@@ -16,6 +16,11 @@ func (f *feed) upsertNode(n *v1.Node) {
 	k := objKey{kind: cdplace.KindNode, name: n.Name}
 	fact, err := facts.NodeOf(n, f.keys)
 	f.mu.Lock()
+	if f.admitLocked(k, n, true) != nil {
+		// A deleted UID or an older version (feed_versions.go).
+		f.mu.Unlock()
+		return
+	}
 	if err != nil {
 		f.failedLocked(k, err, n)
 		f.setCliqueLocked(n.Name, false)
@@ -25,32 +30,15 @@ func (f *feed) upsertNode(n *v1.Node) {
 		f.putLocked(k, f.scratch)
 		f.setCliqueLocked(n.Name, fact.CliqueLabel != nil && *fact.CliqueLabel != "")
 	}
-	// The driver's domain label went from this node. The QueueingHint for that event runs on the
-	// scheduler's own handler, in no order with this one, so the pods it queued may already have
-	// been retried on a view without the change; the pods rejected while their domain waited are
-	// activated again now that the view has it.
-	label := n.Labels[DomainLabel]
-	cleared := f.domainLabels[n.Name] != "" && f.domainLabels[n.Name] != label
-	if label == "" {
-		delete(f.domainLabels, n.Name)
-	} else {
-		if f.domainLabels == nil {
-			f.domainLabels = map[string]string{}
-		}
-		f.domainLabels[n.Name] = label
-	}
-	labelCleared := f.labelCleared
 	f.mu.Unlock()
 	f.flushIfFull()
-	if cleared && labelCleared != nil {
-		labelCleared()
-	}
 }
 
-func (f *feed) deleteNode(name string) {
+func (f *feed) deleteNode(name string, uid types.UID) {
 	k := objKey{kind: cdplace.KindNode, name: name}
 	f.mu.Lock()
 	f.validLocked(k)
+	f.buryLocked(k, uid)
 	f.removeLocked(k)
 	f.setCliqueLocked(name, false)
 	f.mu.Unlock()
@@ -149,6 +137,10 @@ func (f *feed) upsertSlice(s *resourceapi.ResourceSlice) {
 	k := objKey{kind: cdplace.KindResourceSlice, name: s.Name}
 	fact, err := facts.SliceOf(s, f.keys)
 	f.mu.Lock()
+	if f.admitLocked(k, s, true) != nil {
+		f.mu.Unlock()
+		return
+	}
 	switch {
 	case err != nil:
 		f.failedLocked(k, err, s)
@@ -168,6 +160,10 @@ func (f *feed) upsertDomain(u *unstructured.Unstructured) {
 	k := objKey{kind: cdplace.KindComputeDomain, namespace: u.GetNamespace(), name: u.GetName()}
 	fact, err := facts.DomainOf(u, f.keys)
 	f.mu.Lock()
+	if f.admitLocked(k, u, true) != nil {
+		f.mu.Unlock()
+		return
+	}
 	if err != nil {
 		f.failedLocked(k, err, u, string(u.GetUID()))
 	} else {
@@ -179,11 +175,12 @@ func (f *feed) upsertDomain(u *unstructured.Unstructured) {
 	f.flushIfFull()
 }
 
-// deleteObject removes an object of a kind that indexes nothing (slices, domains).
-func (f *feed) deleteObject(kind cdplace.Kind, namespace, name string) {
+// deleteObject removes an object of a kind that indexes nothing (slices, domains, PodGroups).
+func (f *feed) deleteObject(kind cdplace.Kind, namespace, name string, uid types.UID) {
 	k := objKey{kind: kind, namespace: namespace, name: name}
 	f.mu.Lock()
 	f.validLocked(k)
+	f.buryLocked(k, uid)
 	f.removeLocked(k)
 	f.mu.Unlock()
 	f.flushIfFull()

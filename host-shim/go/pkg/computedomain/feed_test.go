@@ -218,8 +218,8 @@ func TestARepublishedPoolCountsOnce(t *testing.T) {
 	filter("generation 2 beside the stale generation 1", fwk.Success, "")
 	e.apply(slice("gen-2b", 2))
 	filter("two slices of generation 2", fwk.UnschedulableAndUnresolvable, "requests 4 of 8 GPUs per tray; would strand 4")
-	e.plugin.feed.deleteObject(cdplace.KindResourceSlice, "", "gen-2")
-	e.plugin.feed.deleteObject(cdplace.KindResourceSlice, "", "gen-2b")
+	e.plugin.feed.deleteObject(cdplace.KindResourceSlice, "", "gen-2", "")
+	e.plugin.feed.deleteObject(cdplace.KindResourceSlice, "", "gen-2b", "")
 	e.apply()
 	filter("generation 2 gone: generation 1 counts again", fwk.Success, "")
 }

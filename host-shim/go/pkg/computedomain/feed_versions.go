@@ -11,10 +11,12 @@ import (
 	"github.com/cdplace/cdplace/host-shim/go/internal/facts"
 )
 
-// Which version of a pod or claim the view may take. The informer is the source of truth, but
-// the feed also takes pods from the scheduler's own copies (PreFilter's and Reserve's pod, the
-// pod preemption's AddPod would add: ensurePod and placeable), which can be older than what the
-// informer delivered, or be of a pod the informer already deleted. So:
+// Which version of an object the view may take. The informer is the source of truth, but the
+// feed also catches up on objects from the events QueueingHints saw (feed_catchup.go), which
+// its own handler may deliver again afterwards, older; and it takes pods from the scheduler's
+// own copies (PreFilter's and Reserve's pod, the pod preemption's AddPod would add: ensurePod
+// and placeable), which can be older than what the informer delivered, or be of a pod the
+// informer already deleted. So, for every kind:
 //   - a delete leaves a tombstone of the UID (bounded: tombstoneMax entries, tombstoneTTL of
 //     age, oldest dropped first), and an upsert of a tombstoned UID is dropped;
 //   - an upsert with the UID the view holds and an older resourceVersion is dropped;

@@ -150,7 +150,7 @@ func TestFleetGaugesAndDomainEvents(t *testing.T) {
 		"Normal Placed Scheduling ComputeDomain "+ns+"/wait placed in NVLink clique "+clique(2)+": 4 tray(s) (size 4 from annotation cdplace.nvidia.com/size on ComputeDomain "+ns+"/wait)"+cdKind)
 
 	// A deleted ComputeDomain is forgotten.
-	e.plugin.feed.deleteObject(cdplace.KindComputeDomain, ns, "wait")
+	e.plugin.feed.deleteObject(cdplace.KindComputeDomain, ns, "wait", "")
 	e.plugin.refreshFleet(e.ctx, false)
 	e.plugin.fleet.mu.Lock()
 	_, kept := e.plugin.fleet.said["uid-wait"]

@@ -13,6 +13,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/util"
 
+	"github.com/cdplace/cdplace/host-shim/go/internal/cdplace"
 	"github.com/cdplace/cdplace/host-shim/go/internal/facts"
 )
 
@@ -26,16 +27,18 @@ const (
 )
 
 // EventsToRegister implements fwk.EnqueueExtensions: a rejected ComputeDomain pod is retried
-// only when something that could help happens.
+// only when something that could help happens, and then on a view that has it (caughtUp,
+// feed_catchup.go). PodGroups reach the feed through an informer of its own, which wakes the
+// group's pods itself when their record changes.
 func (p *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
 	events := []fwk.ClusterEventWithHint{
-		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: p.isSchedulableAfterPodDeleted},
-		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Add}, QueueingHintFn: p.isSchedulableAfterPodBound},
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint | fwk.UpdateNodeAllocatable}, QueueingHintFn: p.isSchedulableAfterNodeChange},
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Delete}, QueueingHintFn: p.isSchedulableAfterNodeDeleted},
-		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: p.isSchedulableAfterClaimChange},
-		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: p.isSchedulableAfterSliceChange},
-		{Event: fwk.ClusterEvent{Resource: claimTemplateResource, ActionType: fwk.Add}, QueueingHintFn: p.isSchedulableAfterTemplateAdded},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: p.caughtUp(cdplace.KindPod, p.isSchedulableAfterPodDeleted)},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Add}, QueueingHintFn: p.caughtUp(cdplace.KindPod, p.isSchedulableAfterPodBound)},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint | fwk.UpdateNodeAllocatable}, QueueingHintFn: p.caughtUp(cdplace.KindNode, p.isSchedulableAfterNodeChange)},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Delete}, QueueingHintFn: p.caughtUp(cdplace.KindNode, p.isSchedulableAfterNodeDeleted)},
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: p.caughtUp(cdplace.KindResourceClaim, p.isSchedulableAfterClaimChange)},
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: p.caughtUp(cdplace.KindResourceSlice, p.isSchedulableAfterSliceChange)},
+		{Event: fwk.ClusterEvent{Resource: claimTemplateResource, ActionType: fwk.Add}, QueueingHintFn: p.caughtUp(cdplace.KindResourceClaimTemplate, p.isSchedulableAfterTemplateAdded)},
 		// Delivered only when the Workload API is on (the scheduler registers PodGroup handlers
 		// itself then); harmless otherwise.
 		{Event: fwk.ClusterEvent{Resource: fwk.PodGroup, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: p.isSchedulableAfterPodGroupChange},
@@ -44,7 +47,7 @@ func (p *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint
 	// registered resource to sync before it schedules anything, and one for a resource that is
 	// not served never does.
 	if p.domainEvents {
-		events = append(events, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: computeDomainResource, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: p.isSchedulableAfterComputeDomainChange})
+		events = append(events, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: computeDomainResource, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: p.caughtUp(cdplace.KindComputeDomain, p.isSchedulableAfterComputeDomainChange)})
 	}
 	return events, nil
 }

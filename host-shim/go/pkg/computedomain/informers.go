@@ -55,18 +55,19 @@ func startInformers(ctx context.Context, h fwk.Handle, f *feed) (*watchers, erro
 	for _, t := range []struct {
 		informer cache.SharedIndexInformer
 		kind     string
+		view     cdplace.Kind
 		handler  cache.ResourceEventHandlerFuncs
 	}{
-		{sif.Core().V1().Nodes().Informer(), "Nodes", handlerOf(f.upsertNode, func(n *v1.Node) { f.deleteNode(n.Name) })},
-		{sif.Core().V1().Pods().Informer(), "Pods", handlerOf(f.upsertPod, func(p *v1.Pod) { f.deletePod(p.Namespace, p.Name, p.UID) })},
-		{sif.Resource().V1().ResourceClaims().Informer(), "ResourceClaims", handlerOf(f.upsertClaim, func(c *resourceapi.ResourceClaim) {
+		{sif.Core().V1().Nodes().Informer(), "Nodes", cdplace.KindNode, handlerOf(f.upsertNode, func(n *v1.Node) { f.deleteNode(n.Name, n.UID) })},
+		{sif.Core().V1().Pods().Informer(), "Pods", cdplace.KindPod, handlerOf(f.upsertPod, func(p *v1.Pod) { f.deletePod(p.Namespace, p.Name, p.UID) })},
+		{sif.Resource().V1().ResourceClaims().Informer(), "ResourceClaims", cdplace.KindResourceClaim, handlerOf(f.upsertClaim, func(c *resourceapi.ResourceClaim) {
 			f.deleteClaimLike(cdplace.KindResourceClaim, c.Namespace, c.Name, c.UID)
 		})},
-		{sif.Resource().V1().ResourceClaimTemplates().Informer(), "ResourceClaimTemplates", handlerOf(f.upsertTemplate, func(t *resourceapi.ResourceClaimTemplate) {
+		{sif.Resource().V1().ResourceClaimTemplates().Informer(), "ResourceClaimTemplates", cdplace.KindResourceClaimTemplate, handlerOf(f.upsertTemplate, func(t *resourceapi.ResourceClaimTemplate) {
 			f.deleteClaimLike(cdplace.KindResourceClaimTemplate, t.Namespace, t.Name, t.UID)
 		})},
-		{sif.Resource().V1().ResourceSlices().Informer(), "ResourceSlices", handlerOf(f.upsertSlice, func(s *resourceapi.ResourceSlice) {
-			f.deleteObject(cdplace.KindResourceSlice, "", s.Name)
+		{sif.Resource().V1().ResourceSlices().Informer(), "ResourceSlices", cdplace.KindResourceSlice, handlerOf(f.upsertSlice, func(s *resourceapi.ResourceSlice) {
+			f.deleteObject(cdplace.KindResourceSlice, "", s.Name, s.UID)
 		})},
 	} {
 		reg, err := t.informer.AddEventHandler(t.handler)
@@ -74,6 +75,7 @@ func startInformers(ctx context.Context, h fwk.Handle, f *feed) (*watchers, erro
 			return nil, fmt.Errorf("watching %s: %w", t.kind, err)
 		}
 		in.typed = append(in.typed, reg)
+		f.stores.set(t.view, t.informer.GetStore())
 	}
 	f.synced = in.synced
 	return in, nil
@@ -87,13 +89,15 @@ func (in *watchers) startDomains() error {
 		return nil
 	}
 	factory := dynamicinformer.NewDynamicSharedInformerFactory(in.dyn, 0)
-	reg, err := factory.ForResource(ComputeDomainGVR).Informer().AddEventHandler(handlerOf(in.feed.upsertDomain, func(u *unstructured.Unstructured) {
-		in.feed.deleteObject(cdplace.KindComputeDomain, u.GetNamespace(), u.GetName())
+	informer := factory.ForResource(ComputeDomainGVR).Informer()
+	reg, err := informer.AddEventHandler(handlerOf(in.feed.upsertDomain, func(u *unstructured.Unstructured) {
+		in.feed.deleteObject(cdplace.KindComputeDomain, u.GetNamespace(), u.GetName(), u.GetUID())
 	}))
 	if err != nil {
 		return fmt.Errorf("watching ComputeDomains: %w", err)
 	}
 	in.domains = reg
+	in.feed.stores.set(cdplace.KindComputeDomain, informer.GetStore())
 	factory.Start(in.ctx.Done())
 	return nil
 }

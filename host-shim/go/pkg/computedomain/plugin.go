@@ -190,7 +190,6 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	f.mu.Lock()
 	f.revalidated = p.revalidated
-	f.labelCleared = p.activateRejected
 	f.mu.Unlock()
 	p.crd = &crdWatch{logger: logger, start: in.startDomains, now: func() time.Time { return timeNow() }}
 	if cs := h.ClientSet(); cs != nil {

@@ -55,7 +55,7 @@ func startWorkloads(ctx context.Context, h fwk.Handle, f *feed, dyn dynamic.Inte
 	if disc != nil && served(disc, PodGroupGVR) && dyn != nil {
 		factory := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
 		_, err := factory.ForResource(PodGroupGVR).Informer().AddEventHandler(handlerOf(f.upsertPodGroup, func(u *unstructured.Unstructured) {
-			f.deleteObject(cdplace.KindPodGroup, u.GetNamespace(), u.GetName())
+			f.deleteObject(cdplace.KindPodGroup, u.GetNamespace(), u.GetName(), u.GetUID())
 		}))
 		if err != nil {
 			return err
@@ -86,6 +86,10 @@ func (f *feed) upsertPodGroup(u *unstructured.Unstructured) {
 	fact, err := facts.PodGroupOf(u)
 	var wake []nsName
 	f.mu.Lock()
+	if f.admitLocked(k, u, true) != nil {
+		f.mu.Unlock()
+		return
+	}
 	if err != nil {
 		// The domains of its pods fail closed: their gang size is unknown.
 		group := map[nsName]struct{}{}
@@ -198,25 +202,6 @@ func (w *waking) take(domain string) []nsName {
 		keys = append(keys, k)
 	}
 	return keys
-}
-
-// activateRejected activates the rejected pods of every domain (and forgets them).
-func (p *Plugin) activateRejected() {
-	p.wake.mu.Lock()
-	var keys []nsName
-	for _, pods := range p.wake.byDomain {
-		for k := range pods {
-			keys = append(keys, k)
-		}
-	}
-	p.wake.byDomain = nil
-	p.wake.mu.Unlock()
-	p.feed.mu.Lock()
-	activate := p.feed.activate
-	p.feed.mu.Unlock()
-	if len(keys) > 0 && activate != nil {
-		activate(keys)
-	}
 }
 
 // revalidated activates the rejected pods of a domain that no longer has an invalid object.
