@@ -46,11 +46,11 @@ func (p *Plugin) decide(pod *v1.Pod, domain string) (*cdplace.Decision, *fwk.Sta
 	}
 	q := question(pod, domain, p.keys)
 	seq := p.feed.sequence()
-	if d := p.reuse.get(q, seq); d != nil {
+	if d, ok := p.reuse.get(q, seq); ok {
 		return d, nil
 	}
 	d, st := p.call(pod, nil)
-	if st == nil {
+	if st == nil && d.Status.Code != cdplace.CodeError {
 		p.reuse.put(q, seq, d)
 	}
 	return d, st

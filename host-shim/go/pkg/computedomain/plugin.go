@@ -17,7 +17,7 @@
 //   - informers.go: the informers the feed listens to.
 //   - crd.go: whether the ComputeDomain API is served.
 //   - dump.go: the view's debug dump on SIGUSR1 (CDPLACE_DEBUG_DUMP_DIR).
-//   - reuse.go: decision reuse across the pods of a domain.
+//   - reuse.go: decision and preemption-refusal reuse across the pods of a domain.
 //   - steer.go: plain-pod steering (pods without a ComputeDomain).
 //   - workload_placement.go: the 1.37 workload cycle (GeneratePlacements, ScorePlacement).
 //
@@ -59,7 +59,9 @@ type Plugin struct {
 	feed    *feed
 	crd     *crdWatch
 	reuse   *decisions
-	settle  settling
+	// refusals are gang preemption's answers when it cannot help, reused as decisions are.
+	refusals *answers[string]
+	settle   settling
 	// wake: rejected ComputeDomain pods, activated when a pod of their domain is reserved.
 	wake waking
 	// steering: plainPodSteering (steer.go); steerCache holds the shared answer.
@@ -184,6 +186,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, err
 	}
 	p := &Plugin{handle: h, cluster: cluster, keys: settings.Keys, feed: f, reuse: newDecisions(func() time.Time { return timeNow() }),
+		refusals: newAnswers[string](func() time.Time { return timeNow() }),
 		steering: settings.PlainPodSteering, dyn: in.dyn, logger: logger, breaker: breaker{now: func() time.Time { return timeNow() }}}
 	if sif := h.SharedInformerFactory(); sif != nil {
 		p.pdbs = sif.Policy().V1().PodDisruptionBudgets().Lister()

@@ -97,6 +97,14 @@ func (p *Plugin) gangPreempt(ctx context.Context, pod *v1.Pod, domain string) (*
 		reason := fmt.Sprintf("ComputeDomain gang preemption: waiting for the victims of the preemption made for pod %s", by)
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
 	}
+	// A refusal is reused for the domain's next pods while the view is unchanged: a domain that
+	// waits has each of its pods retried for every tray freed anywhere, and each would otherwise
+	// ask the same question of the same view.
+	q, seq := question(pod, domain, p.keys), p.feed.sequence()
+	if reason, ok := p.refusals.get(q, seq); ok {
+		gangPreemptions.WithLabelValues("not_possible").Inc()
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
+	}
 	start := time.Now()
 	pr, err := p.cluster.Preempt(pod.Namespace, pod.Name)
 	observeCall(callPreempt, start, err)
@@ -109,6 +117,7 @@ func (p *Plugin) gangPreempt(ctx context.Context, pod *v1.Pod, domain string) (*
 	if pr.Plan == nil {
 		gangPreemptions.WithLabelValues("not_possible").Inc()
 		reason := "ComputeDomain gang preemption: " + pr.Reason
+		p.refusals.put(q, seq, reason)
 		logger.V(5).Info("ComputeDomainPlacement: no gang preemption", "pod", klog.KObj(pod), "reason", reason)
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
 	}

@@ -234,3 +234,35 @@ func TestPodGroupPostFilterPreemptsForAGroupOfComputeDomainPods(t *testing.T) {
 	_, st = e.plugin.PodGroupPostFilter(e.ctx, nil, group, nil)
 	wantCode(t, "again", st, fwk.UnschedulableAndUnresolvable, "waiting for the victims")
 }
+
+// Gang preemption's refusal is reused for the domain's next pods while the view is unchanged
+// (a waiting domain's pods are each retried for every tray freed anywhere), and asked again
+// once anything crossed into the view.
+func TestGangPreemptionRefusalIsReusedOnAnUnchangedView(t *testing.T) {
+	e, pods := gangFixture(t)
+	_, first := e.postFilter(pods["huge-0"])
+	wantCode(t, "huge-0", first, fwk.UnschedulableAndUnresolvable, "would not fit even an empty clique")
+	crossed := e.plugin.Cluster().Crossings()
+	_, again := e.postFilter(pods["huge-1"])
+	wantCode(t, "huge-1", again, fwk.UnschedulableAndUnresolvable, "would not fit even an empty clique")
+	if again.Message() != first.Message() {
+		t.Fatalf("the reused refusal says %q, the first said %q", again.Message(), first.Message())
+	}
+	if n := e.plugin.Cluster().Crossings() - crossed; n != 0 {
+		t.Fatalf("the second pod of the domain on the same view crossed %d times, want 0", n)
+	}
+	// Another domain's question is its own.
+	_, st := e.postFilter(pods["low-0"])
+	wantCode(t, "low-0", st, fwk.UnschedulableAndUnresolvable, "already has NVLink clique")
+	if e.plugin.Cluster().Crossings() == crossed {
+		t.Fatal("another domain's pod must be asked, not answered from huge's refusal")
+	}
+	// A change of the view: asked again.
+	e.apply(boundTo(makePod("gpu", "", 4), "b-03"))
+	crossed = e.plugin.Cluster().Crossings()
+	_, st = e.postFilter(pods["huge-2"])
+	wantCode(t, "huge-2", st, fwk.UnschedulableAndUnresolvable, "would not fit even an empty clique")
+	if e.plugin.Cluster().Crossings() == crossed {
+		t.Fatal("after the view changed the refusal must be asked again")
+	}
+}

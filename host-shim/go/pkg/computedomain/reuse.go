@@ -23,21 +23,27 @@ const (
 	reuseEntries = 1024
 )
 
-type reused struct {
-	decision *cdplace.Decision
-	seq      uint64
-	at       time.Time
+type reused[T any] struct {
+	answer T
+	seq    uint64
+	at     time.Time
 }
 
-// decisions caches the last decision per question.
-type decisions struct {
+// answers caches the last answer per question: PreFilter's decisions and gang preemption's
+// refusals (a plan is carried out, never reused).
+type answers[T any] struct {
 	now func() time.Time
 	mu  sync.Mutex
-	m   map[string]reused
+	m   map[string]reused[T]
 }
 
-func newDecisions(now func() time.Time) *decisions {
-	return &decisions{now: now, m: map[string]reused{}}
+// decisions are PreFilter's answers.
+type decisions = answers[*cdplace.Decision]
+
+func newDecisions(now func() time.Time) *decisions { return newAnswers[*cdplace.Decision](now) }
+
+func newAnswers[T any](now func() time.Time) *answers[T] {
+	return &answers[T]{now: now, m: map[string]reused[T]{}}
 }
 
 // question is what a decision depends on besides the view: the pod's namespace and domain,
@@ -84,25 +90,23 @@ func question(p *v1.Pod, domain string, k facts.Keys) string {
 }
 
 // get returns the cached answer to q if the view is still at seq.
-func (d *decisions) get(q string, seq uint64) *cdplace.Decision {
+func (d *answers[T]) get(q string, seq uint64) (T, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	r, ok := d.m[q]
 	if !ok || r.seq != seq || d.now().Sub(r.at) >= reuseMaxAge {
-		return nil
+		var zero T
+		return zero, false
 	}
-	return r.decision
+	return r.answer, true
 }
 
-// put caches a decision made on the view at seq.
-func (d *decisions) put(q string, seq uint64, dec *cdplace.Decision) {
-	if dec.Status.Code == cdplace.CodeError {
-		return
-	}
+// put caches an answer given on the view at seq.
+func (d *answers[T]) put(q string, seq uint64, a T) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(d.m) >= reuseEntries {
 		clear(d.m)
 	}
-	d.m[q] = reused{decision: dec, seq: seq, at: d.now()}
+	d.m[q] = reused[T]{answer: a, seq: seq, at: d.now()}
 }
