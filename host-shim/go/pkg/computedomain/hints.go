@@ -28,16 +28,17 @@ const (
 
 // EventsToRegister implements fwk.EnqueueExtensions: a rejected ComputeDomain pod is retried
 // only when something that could help happens, and then on a view that has it (caughtUp,
-// feed_catchup.go). PodGroups reach the feed through an informer of its own, which wakes the
+// feed_catchup.go); events that only add capacity retry a waiting domain through its scout
+// (scouted, scout.go). PodGroups reach the feed through an informer of its own, which wakes the
 // group's pods itself when their record changes.
 func (p *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
 	events := []fwk.ClusterEventWithHint{
-		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: p.caughtUp(cdplace.KindPod, p.isSchedulableAfterPodDeleted)},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: p.scouted(p.caughtUp(cdplace.KindPod, p.isSchedulableAfterPodDeleted), nil)},
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Add}, QueueingHintFn: p.caughtUp(cdplace.KindPod, p.isSchedulableAfterPodBound)},
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint | fwk.UpdateNodeAllocatable}, QueueingHintFn: p.caughtUp(cdplace.KindNode, p.isSchedulableAfterNodeChange)},
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Delete}, QueueingHintFn: p.caughtUp(cdplace.KindNode, p.isSchedulableAfterNodeDeleted)},
-		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: p.caughtUp(cdplace.KindResourceClaim, p.isSchedulableAfterClaimChange)},
-		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: p.caughtUp(cdplace.KindResourceSlice, p.isSchedulableAfterSliceChange)},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint | fwk.UpdateNodeAllocatable}, QueueingHintFn: p.scouted(p.caughtUp(cdplace.KindNode, p.isSchedulableAfterNodeChange), nil)},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Delete}, QueueingHintFn: p.scouted(p.caughtUp(cdplace.KindNode, p.isSchedulableAfterNodeDeleted), nil)},
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: p.scouted(p.caughtUp(cdplace.KindResourceClaim, p.isSchedulableAfterClaimChange), claimCreatedFor)},
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: p.scouted(p.caughtUp(cdplace.KindResourceSlice, p.isSchedulableAfterSliceChange), nil)},
 		{Event: fwk.ClusterEvent{Resource: claimTemplateResource, ActionType: fwk.Add}, QueueingHintFn: p.caughtUp(cdplace.KindResourceClaimTemplate, p.isSchedulableAfterTemplateAdded)},
 		// Delivered only when the Workload API is on (the scheduler registers PodGroup handlers
 		// itself then); harmless otherwise.

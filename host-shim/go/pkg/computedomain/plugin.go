@@ -17,6 +17,7 @@
 //   - informers.go: the informers the feed listens to.
 //   - crd.go: whether the ComputeDomain API is served.
 //   - dump.go: the view's debug dump on SIGUSR1 (CDPLACE_DEBUG_DUMP_DIR).
+//   - scout.go: a waiting domain retried through one pod on capacity events.
 //   - reuse.go: decision and preemption-refusal reuse across the pods of a domain.
 //   - steer.go: plain-pod steering (pods without a ComputeDomain).
 //   - workload_placement.go: the 1.37 workload cycle (GeneratePlacements, ScorePlacement).
@@ -39,6 +40,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/dynamic"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -71,6 +73,8 @@ type Plugin struct {
 	dyn dynamic.Interface
 	// pdbs lists PodDisruptionBudgets for gang preemption (nil without an informer factory).
 	pdbs policylisters.PodDisruptionBudgetLister
+	// pods tells whether a waiting domain's scout is still pending (nil in bare tests).
+	pods corelisters.PodLister
 	// preempted remembers recent gang preemptions by domain UID (preempt.go).
 	preemptedMu sync.Mutex
 	preempted   map[string]preemptedFor
@@ -190,6 +194,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		steering: settings.PlainPodSteering, dyn: in.dyn, logger: logger, breaker: breaker{now: func() time.Time { return timeNow() }}}
 	if sif := h.SharedInformerFactory(); sif != nil {
 		p.pdbs = sif.Policy().V1().PodDisruptionBudgets().Lister()
+		p.pods = sif.Core().V1().Pods().Lister()
 	}
 	f.mu.Lock()
 	f.revalidated = p.revalidated

@@ -176,27 +176,40 @@ func (s *settling) fire(p *Plugin) {
 // of the domain is reserved the others go straight back to the active queue: a QueueingHint
 // would move a pod whose backoff has not expired (up to 10 s after many rejections while its
 // domain waited) only to the backoff queue, and the started domain would sit part-bound.
+//
+// It also keeps each waiting domain's scout (scout.go): the pod capacity events retry for the
+// whole domain.
 type waking struct {
 	mu       sync.Mutex
 	byDomain map[string]map[nsName]struct{}
+	// domainOf is the domain each rejected pod was filed under; scouts the scout per domain.
+	domainOf map[nsName]string
+	scouts   map[string]scout
+	// now is the clock (tests).
+	now func() time.Time
 }
 
-// rejected records a rejected ComputeDomain pod of domain.
+// rejected records a rejected ComputeDomain pod of domain; the domain's first rejected pod, or
+// the first after its scout went quiet, becomes its scout.
 func (w *waking) rejected(domain string, pod *v1.Pod) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.byDomain == nil {
 		w.byDomain = map[string]map[nsName]struct{}{}
+		w.domainOf = map[nsName]string{}
+		w.scouts = map[string]scout{}
 	}
-	addIndex(w.byDomain, domain, nsName{pod.Namespace, pod.Name})
+	key := nsName{pod.Namespace, pod.Name}
+	addIndex(w.byDomain, domain, key)
+	w.domainOf[key] = domain
+	w.noteScoutLocked(domain, key)
 }
 
 // take takes the rejected pods of domain (and forgets them).
 func (w *waking) take(domain string) []nsName {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	pods := w.byDomain[domain]
-	delete(w.byDomain, domain)
+	pods := w.forgetLocked(domain)
 	keys := make([]nsName, 0, len(pods))
 	for k := range pods {
 		keys = append(keys, k)
@@ -218,8 +231,7 @@ func (p *Plugin) revalidated(domain string) {
 // reserved takes the rejected pods of domain other than the reserved one (and forgets them).
 func (w *waking) reserved(domain string, pod *v1.Pod) []nsName {
 	w.mu.Lock()
-	pods := w.byDomain[domain]
-	delete(w.byDomain, domain)
+	pods := w.forgetLocked(domain)
 	w.mu.Unlock()
 	keys := make([]nsName, 0, len(pods))
 	for k := range pods {
