@@ -48,7 +48,7 @@ func (p *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint
 	// registered resource to sync before it schedules anything, and one for a resource that is
 	// not served never does.
 	if p.domainEvents {
-		events = append(events, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: computeDomainResource, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: p.caughtUp(cdplace.KindComputeDomain, p.isSchedulableAfterComputeDomainChange)})
+		events = append(events, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: computeDomainResource, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: p.scouted(p.caughtUp(cdplace.KindComputeDomain, p.isSchedulableAfterComputeDomainChange), domainNotDeleted)})
 	}
 	return events, nil
 }
@@ -239,6 +239,11 @@ func (p *Plugin) isSchedulableAfterComputeDomainChange(logger klog.Logger, pod *
 	}
 	return fwk.QueueSkip, nil
 }
+
+// domainNotDeleted: of the ComputeDomain events, only a deletion (another domain's pods and
+// promises gone) is left to a waiting domain's scout; its own domain appearing or resizing
+// concerns every pod.
+func domainNotDeleted(_ *v1.Pod, _, newObj any) bool { return newObj != nil }
 
 // mayJoin is whether pod may belong to ComputeDomain u: it names u's channel template, or a
 // claim by name (whose domain only the claim says), or u names no template.

@@ -12,7 +12,7 @@ import (
 
 // A waiting domain is retried through one pod, its scout. Events that only add capacity (a
 // pod holding GPUs deleted, a tray added, relabelled, uncordoned or deleted, a claim
-// deallocated, a GPU slice changed) can make a waiting domain placeable, but the answer is the
+// deallocated, a GPU slice changed, another ComputeDomain deleted) can make a waiting domain placeable, but the answer is the
 // domain's, not a pod's: with every pod of every waiting domain queued for each such event, an
 // idle scheduler retried them back to back (SchedulerPopFromBackoffQ), 180 unschedulable
 // attempts a second in the soak, each with a FailedScheduling Event. So those hints queue only

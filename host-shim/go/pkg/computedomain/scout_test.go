@@ -49,6 +49,13 @@ func TestCapacityEventsQueueAWaitingDomainThroughItsScout(t *testing.T) {
 	grouped := w1.DeepCopy()
 	grouped.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("trainers")}
 	want("a PodGroup's pod", deleted, grouped, taken0, nil, fwk.Queue)
+	domains := hintFor(t, e.plugin, computeDomainResource, fwk.Delete)
+	gone := computeDomain("done", "uid-done", 1)
+	want("the scout, for another domain deleted", domains, w0, gone, nil, fwk.Queue)
+	want("its sibling, for another domain deleted", domains, w1, gone, nil, fwk.QueueSkip)
+	resized := computeDomain("cd", "uid-cd", 2)
+	resized.SetAnnotations(map[string]string{"cdplace.nvidia.com/size": "1"})
+	want("the sibling, for its own domain resized", domains, w1, computeDomain("cd", "uid-cd", 2), resized, fwk.Queue)
 
 	// A scout not rejected for scoutQuiet is given up.
 	now = now.Add(scoutQuiet)
