@@ -144,8 +144,10 @@ func (f *feed) catchUp() {
 	}
 }
 
-// applyObject hands an object to the feed's handler for its kind.
-func (f *feed) applyObject(kind cdplace.Kind, obj any) {
+// applyObject hands an object to the feed's handler for its type (an unstructured object to
+// the handler of kind: a ComputeDomain, or a claim template from the scheduler's dynamic
+// informer); it reports whether the feed has one.
+func (f *feed) applyObject(kind cdplace.Kind, obj any) bool {
 	switch o := obj.(type) {
 	case *v1.Node:
 		f.upsertNode(o)
@@ -158,19 +160,23 @@ func (f *feed) applyObject(kind cdplace.Kind, obj any) {
 	case *resourceapi.ResourceClaimTemplate:
 		f.upsertTemplate(o)
 	case *unstructured.Unstructured:
-		if kind == cdplace.KindResourceClaimTemplate {
+		switch kind {
+		case cdplace.KindResourceClaimTemplate:
 			var t resourceapi.ResourceClaimTemplate
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &t); err != nil {
 				f.logger.V(4).Info("ComputeDomainPlacement: a claim template event could not be read", "template", klog.KObj(o), "err", err)
-				return
+				return true
 			}
 			f.upsertTemplate(&t)
-			return
-		}
-		if kind == cdplace.KindComputeDomain {
+		case cdplace.KindComputeDomain:
 			f.upsertDomain(o)
+		default:
+			return false
 		}
+	default:
+		return false
 	}
+	return true
 }
 
 // applyDelete hands a deletion to the feed's handler for its kind.

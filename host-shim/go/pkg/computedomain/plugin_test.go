@@ -34,6 +34,8 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/metrics"
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
 	"k8s.io/utils/ptr"
+
+	"github.com/cdplace/cdplace/host-shim/go/internal/cdplace"
 )
 
 const (
@@ -241,23 +243,11 @@ func (e *env) apply(objs ...any) {
 	}
 }
 
-// feedObject hands an object to the feed's handler for its kind.
+// feedObject hands an object to the feed's handler for its kind, as the informers would (an
+// unstructured object is a ComputeDomain).
 func feedObject(t testing.TB, f *feed, obj any) {
 	t.Helper()
-	switch o := obj.(type) {
-	case *v1.Node:
-		f.upsertNode(o)
-	case *v1.Pod:
-		f.upsertPod(o)
-	case *resourceapi.ResourceClaim:
-		f.upsertClaim(o)
-	case *resourceapi.ResourceClaimTemplate:
-		f.upsertTemplate(o)
-	case *resourceapi.ResourceSlice:
-		f.upsertSlice(o)
-	case *unstructured.Unstructured:
-		f.upsertDomain(o)
-	default:
+	if !f.applyObject(cdplace.KindComputeDomain, obj) {
 		t.Fatalf("no handler for %T", obj)
 	}
 }
