@@ -59,6 +59,9 @@ type feed struct {
 	invalid     map[objKey]invalidObject
 	event       func(obj runtime.Object, note string)
 	revalidated func(domain string)
+	// podGone is told of every pod deletion the feed takes, after its lock is released (nil in
+	// tests that build a bare feed): waking forgets the pod.
+	podGone func(key nsName)
 	// versions is the UID and resourceVersion last taken per pod (that uses GPUs or claims) and
 	// claim; tombs the UIDs of deleted ones (feed_versions.go). now is the clock (tests).
 	versions map[objKey]objVersion

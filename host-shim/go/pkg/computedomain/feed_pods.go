@@ -81,7 +81,11 @@ func (f *feed) deletePod(namespace, name string, uid types.UID) {
 	f.buryLocked(podKey(key), uid)
 	f.untrackLocked(key)
 	f.removeLocked(podKey(key))
+	gone := f.podGone
 	f.mu.Unlock()
+	if gone != nil {
+		gone(key)
+	}
 	f.flushIfFull()
 }
 

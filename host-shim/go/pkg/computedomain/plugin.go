@@ -198,6 +198,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	f.mu.Lock()
 	f.revalidated = p.revalidated
+	f.podGone = p.wake.gone
 	f.mu.Unlock()
 	p.crd = &crdWatch{logger: logger, start: in.startDomains, now: func() time.Time { return timeNow() }}
 	if cs := h.ClientSet(); cs != nil {

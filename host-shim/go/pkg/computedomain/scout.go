@@ -64,6 +64,23 @@ func (w *waking) forgetLocked(domain string) map[nsName]struct{} {
 	return pods
 }
 
+// gone forgets a deleted pod: its domain's rejected pods, and its scout if it was the scout.
+// Without it a pod deleted while its domain waited (a Job deleted before it started) stayed
+// filed for the scheduler's lifetime.
+func (w *waking) gone(key nsName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	domain, ok := w.domainOf[key]
+	if !ok {
+		return
+	}
+	delete(w.domainOf, key)
+	dropIndex(w.byDomain, domain, key)
+	if s, ok := w.scouts[domain]; ok && s.pod == key {
+		delete(w.scouts, domain)
+	}
+}
+
 // heldBack reports whether a capacity event should leave pod to its domain's scout: the pod was
 // rejected while its domain waited, the domain has another scout, and that scout is neither
 // quiet nor gone (lister nil: not checked).

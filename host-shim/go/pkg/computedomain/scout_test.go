@@ -99,3 +99,40 @@ func TestAScoutThatIsGoneIsGivenUp(t *testing.T) {
 		t.Fatalf("w1 after its scout was deleted: %v", h)
 	}
 }
+
+// A pod deleted while its domain waits is forgotten (a Job deleted before it started left its
+// pods filed for the scheduler's lifetime).
+func TestARejectedPodThatIsDeletedIsForgotten(t *testing.T) {
+	w0, w1 := cdPod("cd", "w0"), cdPod("cd", "w1")
+	e := newEnv(t, "", rack("a", 1, 1), []*unstructured.Unstructured{computeDomain("cd", "uid-cd", 2)},
+		channelTemplate("cd", "uid-cd"), w0, w1)
+	wantCode(t, "w0", e.schedule(w0).preFilter, fwk.UnschedulableAndUnresolvable, "")
+	wantCode(t, "w1", e.schedule(w1).preFilter, fwk.UnschedulableAndUnresolvable, "")
+	filed := func() (pods, scouts int) {
+		e.plugin.wake.mu.Lock()
+		defer e.plugin.wake.mu.Unlock()
+		for _, s := range e.plugin.wake.byDomain {
+			pods += len(s)
+		}
+		return pods + len(e.plugin.wake.domainOf), len(e.plugin.wake.scouts)
+	}
+	if pods, scouts := filed(); pods != 4 || scouts != 1 {
+		t.Fatalf("after two rejections: %d entries, %d scouts; want 4 and 1", pods, scouts)
+	}
+	for _, name := range []string{"w0", "w1"} {
+		if err := e.client.CoreV1().Pods(ns).Delete(e.ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pods, scouts := filed()
+		if pods == 0 && scouts == 0 && len(e.plugin.wake.byDomain) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("deleted pods still filed: %d entries, %d scouts", pods, scouts)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
