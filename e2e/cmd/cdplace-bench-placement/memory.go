@@ -18,6 +18,7 @@ type MemoryQuarter struct {
 	JournalMedian  float64
 	JournalMax     float64
 	GoroutinesMax  float64
+	HeapMedianMiB  float64
 	RSSSamples     int
 	JournalSamples int
 	RSSOverSecond  float64 // RSS median over that of the second quarter (the first is warm-up)
@@ -35,7 +36,7 @@ func memoryByQuarter(samples []Sample) []MemoryQuarter {
 		return nil
 	}
 	out := make([]MemoryQuarter, memoryQuarters)
-	var rss, journal, goroutines [memoryQuarters][]float64
+	var rss, journal, goroutines, heap [memoryQuarters][]float64
 	for _, s := range samples {
 		if s.SchedulerRSSMiB <= 0 && s.JournalLength <= 0 {
 			continue
@@ -50,13 +51,16 @@ func memoryByQuarter(samples []Sample) []MemoryQuarter {
 		if s.SchedulerGoroutines > 0 {
 			goroutines[q] = append(goroutines[q], s.SchedulerGoroutines)
 		}
+		if s.SchedulerHeapMiB > 0 {
+			heap[q] = append(heap[q], s.SchedulerHeapMiB)
+		}
 	}
 	for q := range out {
 		out[q] = MemoryQuarter{
 			FromS: end * float64(q) / memoryQuarters, ToS: end * float64(q+1) / memoryQuarters,
 			RSSMedianMiB: quantile(rss[q], 0.5), RSSMaxMiB: maxOf(rss[q]), RSSSamples: len(rss[q]),
 			JournalMedian: quantile(journal[q], 0.5), JournalMax: maxOf(journal[q]), JournalSamples: len(journal[q]),
-			GoroutinesMax: maxOf(goroutines[q]),
+			GoroutinesMax: maxOf(goroutines[q]), HeapMedianMiB: quantile(heap[q], 0.5),
 		}
 	}
 	for q := range out {
@@ -86,12 +90,12 @@ func memoryTable(rep *Report) string {
 			continue
 		}
 		if b.Len() == 0 {
-			b.WriteString("Scheduler memory per quarter of the run (RSS every second, `cdplace_journal_length` and `go_goroutines` every 10 s; medians, then maxima; RSS against the second quarter, the first being warm-up):\n\n")
-			b.WriteString("| config | quarter (s, real) | RSS median / max (MiB) | RSS / 2nd quarter | journal median / max (deltas) | goroutines max | samples (RSS, journal) |\n|---|---|---|---|---|---|---|\n")
+			b.WriteString("Scheduler memory per quarter of the run (RSS every second, `cdplace_journal_length`, `go_goroutines` and `go_memstats_heap_inuse_bytes` every 10 s; medians, then maxima; RSS against the second quarter, the first being warm-up; RSS less the Go heap is wasmtime's and the Go runtime's own):\n\n")
+			b.WriteString("| config | quarter (s, real) | RSS median / max (MiB) | RSS / 2nd quarter | Go heap median (MiB) | journal median / max (deltas) | goroutines max | samples (RSS, journal) |\n|---|---|---|---|---|---|---|---|\n")
 		}
 		for _, q := range qs {
-			fmt.Fprintf(&b, "| %s | %.0f–%.0f | %.1f / %.1f | %.3f | %.0f / %.0f | %.0f | %d, %d |\n", c.Config, q.FromS, q.ToS,
-				q.RSSMedianMiB, q.RSSMaxMiB, q.RSSOverSecond, q.JournalMedian, q.JournalMax, q.GoroutinesMax, q.RSSSamples, q.JournalSamples)
+			fmt.Fprintf(&b, "| %s | %.0f–%.0f | %.1f / %.1f | %.3f | %.1f | %.0f / %.0f | %.0f | %d, %d |\n", c.Config, q.FromS, q.ToS,
+				q.RSSMedianMiB, q.RSSMaxMiB, q.RSSOverSecond, q.HeapMedianMiB, q.JournalMedian, q.JournalMax, q.GoroutinesMax, q.RSSSamples, q.JournalSamples)
 		}
 	}
 	return b.String()

@@ -13,6 +13,7 @@ func TestMemoryByQuarter(t *testing.T) {
 		if i%10 == 0 {
 			s.JournalLength = float64(i % 50)
 			s.SchedulerGoroutines = 300 + float64(i)
+			s.SchedulerHeapMiB = 50 + float64(i/100)
 		}
 		samples = append(samples, s)
 	}
@@ -33,6 +34,9 @@ func TestMemoryByQuarter(t *testing.T) {
 	if got := qs[3].RSSOverSecond; math.Abs(got-130.0/110) > 1e-9 {
 		t.Errorf("last over second quarter %v", got)
 	}
+	if qs[0].HeapMedianMiB != 50 || qs[2].HeapMedianMiB != 52 {
+		t.Errorf("heap medians %v %v, want 50 and 52", qs[0].HeapMedianMiB, qs[2].HeapMedianMiB)
+	}
 	if qs[3].RSSMaxMiB != 140 || qs[0].JournalMax != 40 || qs[3].GoroutinesMax != 700 {
 		t.Errorf("maxima %v %v %v", qs[3].RSSMaxMiB, qs[0].JournalMax, qs[3].GoroutinesMax)
 	}
@@ -40,7 +44,7 @@ func TestMemoryByQuarter(t *testing.T) {
 		t.Error("a run without memory samples has no quarters")
 	}
 	rep := &Report{Configs: []*ConfigResult{{Config: "cdplace", SampleLog: samples}}}
-	if tab := memoryTable(rep); !strings.Contains(tab, "| cdplace | 300–400 | 130.0 / 140.0 | 1.182 | 20 / 40 | 700 |") {
+	if tab := memoryTable(rep); !strings.Contains(tab, "| cdplace | 300–400 | 130.0 / 140.0 | 1.182 | 53.0 | 20 / 40 | 700 |") {
 		t.Errorf("table:\n%s", tab)
 	}
 }

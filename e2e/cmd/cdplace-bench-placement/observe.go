@@ -175,10 +175,10 @@ func (r *runner) sample() Sample {
 	refusals := len(r.prep.Refusals())
 	pods, _ := r.pods.Pods(r.ns).List(labels.Everything())
 
-	rss, journal, goroutines := r.memory()
+	rss, journal, goroutines, heap := r.memory()
 	r.mu.Lock()
 	s := Sample{T: r.since(now), StrandedGPUs: stranded, PrepareRefusals: refusals, Load1: load1(),
-		SchedulerRSSMiB: rss, JournalLength: journal, SchedulerGoroutines: goroutines}
+		SchedulerRSSMiB: rss, JournalLength: journal, SchedulerGoroutines: goroutines, SchedulerHeapMiB: heap}
 	s.TraceT = s.T * r.opts.Scale
 	occupied := map[string]bool{}
 	for _, p := range pods {
@@ -348,26 +348,30 @@ func (r *runner) markStalls(now time.Time, free map[string]int) {
 const memoryEvery = 10
 
 // memory is the cdplace scheduler's RSS in MiB and, every memoryEvery calls, its journal
-// length and goroutines; zeros without a cdplace scheduler or when a read fails.
-func (r *runner) memory() (rssMiB, journal, goroutines float64) {
+// length, goroutines and Go heap in use (MiB: RSS less this is wasmtime's and the runtime's
+// own); zeros without a cdplace scheduler or when a read fails.
+func (r *runner) memory() (rssMiB, journal, goroutines, heapMiB float64) {
 	s := r.opts.Scheduler
 	if s == nil {
-		return 0, 0, 0
+		return 0, 0, 0, 0
 	}
 	if b, err := s.RSSBytes(); err == nil {
 		rssMiB = float64(b) / (1 << 20)
 	}
 	r.memorySamples++
 	if r.memorySamples%memoryEvery == 1 {
-		if g, err := harness.ScrapeGauges(r.ctx, s.MetricsURL(), "cdplace_journal_length", "go_goroutines"); err == nil {
+		if g, err := harness.ScrapeGauges(r.ctx, s.MetricsURL(), "cdplace_journal_length", "go_goroutines", "go_memstats_heap_inuse_bytes"); err == nil {
 			for k, v := range g {
-				if strings.HasPrefix(k, "go_goroutines{") {
+				switch {
+				case strings.HasPrefix(k, "go_goroutines{"):
 					goroutines += v
-				} else {
+				case strings.HasPrefix(k, "go_memstats_heap_inuse_bytes{"):
+					heapMiB += v / (1 << 20)
+				default:
 					journal += v
 				}
 			}
 		}
 	}
-	return rssMiB, journal, goroutines
+	return rssMiB, journal, goroutines, heapMiB
 }

@@ -143,12 +143,14 @@ type Sample struct {
 	// program share the CPUs, so a busy machine delays scheduling (and shows here).
 	Load1 float64 `json:"load1"`
 	// The cdplace scheduler's resident set (MiB), the length of its policy journal
-	// (cdplace_journal_length) and its goroutines (go_goroutines: a backlog of Events or API
-	// calls shows here first), for the soak; 0 for the baseline, and the gauges are scraped
-	// every memoryEvery samples only (0 in between).
+	// (cdplace_journal_length), its goroutines (go_goroutines: a backlog of Events or API
+	// calls shows here first) and its Go heap in use (go_memstats_heap_inuse_bytes, MiB), for
+	// the soak; 0 for the baseline, and the gauges are scraped every memoryEvery samples only
+	// (0 in between).
 	SchedulerRSSMiB     float64 `json:"schedulerRssMiB,omitempty"`
 	JournalLength       float64 `json:"journalLength,omitempty"`
 	SchedulerGoroutines float64 `json:"schedulerGoroutines,omitempty"`
+	SchedulerHeapMiB    float64 `json:"schedulerHeapMiB,omitempty"`
 }
 
 func (r *runner) since(t time.Time) float64 { return t.Sub(r.start).Seconds() }
