@@ -63,23 +63,32 @@ test-c: build
 ## objects as the informers decode them) and of the host-guest boundary through the real library
 ## and guest (FuzzApplyFacts: arbitrary batches; FuzzFactSequences: well-formed facts with
 ## colliding names and counts at the integer limits, decided after every batch). fuzz-smoke runs
-## each target FUZZSMOKE (in `make test`); fuzz runs each for FUZZTIME, one worker each, and
-## records the executions in target/fuzz/ (results in docs/reliability.md)
-FUZZ_TARGETS := internal/facts:FuzzExtract internal/cdplace:FuzzApplyFacts internal/cdplace:FuzzFactSequences
-FUZZSMOKE ?= 15s
+## each target for a fixed number of executions (the third field, about 10 s each here; in
+## `make test`); fuzz runs each for FUZZTIME, one worker each, and records the executions in
+## target/fuzz/ (results in docs/reliability.md).
+## fuzz-smoke counts executions rather than time: Go 1.26's fuzz coordinator can fail a run whose
+## -fuzztime deadline expires while a starved worker is mid-call ("context deadline exceeded", no
+## failing input; golang/go#75804, fixed in Go 1.27), which is what a loaded 2-core CI machine does.
+## The long run keeps its time budget and fails on anything but that exact ending: a real finding
+## always writes "Failing input written to testdata/fuzz/...".
+FUZZ_TARGETS := internal/facts:FuzzExtract:50000 internal/cdplace:FuzzApplyFacts:20000 \
+	internal/cdplace:FuzzFactSequences:5000
 FUZZTIME ?= 1h
 .PHONY: fuzz fuzz-smoke
 fuzz-smoke: build
 	cp $(GUEST) $(EMBEDDED_GUEST)
-	cd host-shim/go && for t in $(FUZZ_TARGETS); do \
-		$(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZSMOKE) -parallel 1 || exit 1; done
+	cd host-shim/go && for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; n=$${rest#*:}; \
+		$(GO) test ./$$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $${n}x -parallel 1 || exit 1; done
 
 fuzz: build
 	cp $(GUEST) $(EMBEDDED_GUEST)
 	mkdir -p target/fuzz
-	cd host-shim/go && for t in $(FUZZ_TARGETS); do \
-		$(GO) test ./$${t%%:*} -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) -parallel 1 \
-			> ../../target/fuzz/$${t##*:}.log 2>&1; rc=$$?; tail -n 3 ../../target/fuzz/$${t##*:}.log; \
+	cd host-shim/go && for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; n=$${rest#*:}; \
+		log=../../target/fuzz/$$name.log; \
+		$(GO) test ./$$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -parallel 1 > $$log 2>&1; \
+		rc=$$?; tail -n 3 $$log; \
+		if [ $$rc -ne 0 ] && grep -q 'context deadline exceeded' $$log && ! grep -q 'Failing input written' $$log; then \
+			echo "$$name: the coordinator's deadline race (golang/go#75804), no failing input: counted as a pass"; rc=0; fi; \
 		[ $$rc -eq 0 ] || exit $$rc; done
 
 ## test-go: the plugin through the real scheduling framework, the shipped configs, the binary;
