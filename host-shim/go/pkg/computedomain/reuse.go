@@ -30,11 +30,15 @@ type reused[T any] struct {
 }
 
 // answers caches the last answer per question: PreFilter's decisions and gang preemption's
-// refusals (a plan is carried out, never reused).
+// refusals (a plan is carried out, never reused). An answer older than reuseMaxAge can never
+// be returned, so put drops those at most once per reuseMaxAge: the map holds the questions of
+// the last two seconds or so, not the last reuseEntries domains of the scheduler's lifetime
+// (the hour-long soak's heap profile showed a thousand finished domains' decisions held).
 type answers[T any] struct {
-	now func() time.Time
-	mu  sync.Mutex
-	m   map[string]reused[T]
+	now   func() time.Time
+	mu    sync.Mutex
+	m     map[string]reused[T]
+	swept time.Time
 }
 
 // decisions are PreFilter's answers.
@@ -105,8 +109,17 @@ func (d *answers[T]) get(q string, seq uint64) (T, bool) {
 func (d *answers[T]) put(q string, seq uint64, a T) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	now := d.now()
+	if now.Sub(d.swept) >= reuseMaxAge {
+		for k, r := range d.m {
+			if now.Sub(r.at) >= reuseMaxAge {
+				delete(d.m, k)
+			}
+		}
+		d.swept = now
+	}
 	if len(d.m) >= reuseEntries {
 		clear(d.m)
 	}
-	d.m[q] = reused[T]{answer: a, seq: seq, at: d.now()}
+	d.m[q] = reused[T]{answer: a, seq: seq, at: now}
 }
