@@ -233,6 +233,8 @@ fn delta(d: wf::Delta) -> policy::Delta {
             owner: p.owner,
             created_ms: p.created_ms,
             priority: p.priority,
+            runtime_limit_ms: p.runtime_limit_ms,
+            started_ms: p.started_ms,
         }),
         wf::Delta::RemovePod(k) => D::RemovePod(k),
         wf::Delta::UpsertClaim(c) => D::UpsertClaim(policy::ClaimFact {

@@ -82,6 +82,11 @@ pub struct PodFact {
     pub created_ms: i64,
     /// `spec.priority`.
     pub priority: i32,
+    /// How long after it started the pod is gone at the latest: `spec.activeDeadlineSeconds`
+    /// plus its termination grace period, in milliseconds (none without a deadline).
+    pub runtime_limit_ms: Option<i64>,
+    /// `status.startTime`, Unix milliseconds (0 before the kubelet started it).
+    pub started_ms: i64,
 }
 
 /// A ResourceClaim.

@@ -60,6 +60,8 @@ impl Fx {
             owner: None,
             created_ms: 0,
             priority,
+            runtime_limit_ms: None,
+            started_ms: 0,
         };
         self.pods.insert(key, p.clone());
         self.v.apply([Delta::UpsertPod(p)]).expect("pod");
@@ -124,6 +126,8 @@ impl Fx {
             owner: None,
             created_ms: 0,
             priority: 0,
+            runtime_limit_ms: None,
+            started_ms: 0,
         };
         edit(&mut p);
         self.pods.insert(key, p.clone());

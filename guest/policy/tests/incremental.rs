@@ -97,6 +97,8 @@ fn random_delta(r: &mut Lcg) -> Delta {
                 owner: (r.below(2) == 0).then(|| owner_id(r.below(3))),
                 created_ms: [0, 1_000, 4_000, 9_000][r.below(4) as usize],
                 priority: 0,
+                runtime_limit_ms: [None, Some(60_000), Some(i64::MAX)][r.below(3) as usize],
+                started_ms: [0, 2_000, 5_000][r.below(3) as usize],
             })
         }
         7 => Delta::RemovePod(pod_id(r.below(PODS))),
@@ -209,7 +211,7 @@ fn incremental_aggregates_match_a_rebuild_driver_managed() {
 #[test]
 fn incremental_aggregates_match_a_rebuild_host_managed() {
     let args = Args::parse(r#"{"imexMode":"HostManaged","wholeTray":"Off","reserveTraysPerClique":1}"#).unwrap();
-    let seen: Vec<String> = (100..=106).flat_map(|seed| check_seed(seed, args.clone())).collect();
+    let seen: Vec<String> = (100..=112).flat_map(|seed| check_seed(seed, args.clone())).collect();
     assert_sizes_covered(&seen);
 }
 

@@ -15,6 +15,7 @@
  *       ostr = u8 0 | u8 1, str
  *       ou32 = u8 0 | u8 1, u32
  *       oi32 = u8 0 | u8 1, i32
+ *       oi64 = u8 0 | u8 1, i64
  *     Booleans are u8 0 | 1 exactly.
  *
  * Thread-safety: each function says. In short, a cdplace_runtime_t and a cdplace_cluster_t may
@@ -152,7 +153,7 @@ cdplace_error_t *cdplace_cluster_settings(const cdplace_cluster_t *c, cdplace_by
  * gives CDPLACE_ERROR_BAD_CALL naming the byte offset and the record index, and nothing of it
  * is applied. Thread-safe (batches from several threads apply one after another).
  *
- *   batch  = "CDF2", u32 nrecords, nrecords x record
+ *   batch  = "CDF3", u32 nrecords, nrecords x record
  *   record = u8 op (1 upsert, 2 remove), u8 kind (cdplace_kind_t), body
  *   remove body: str namespace ("" for cluster-scoped kinds and for Owner),
  *                str name (for Owner: the owner key)
@@ -167,7 +168,10 @@ cdplace_error_t *cdplace_cluster_settings(const cdplace_cluster_t *c, cdplace_by
  *                   requests else limits), ou32 sizeAnnotation,
  *                   ostr podGroupName (spec.schedulingGroup.podGroupName),
  *                   ostr ownerKey ("<Kind>/<ns>/<name>" of the top-level controller whose size counts),
- *                   i64 createdMs (creationTimestamp, Unix ms, 0 if unset), i32 priority (0 if unset)
+ *                   i64 createdMs (creationTimestamp, Unix ms, 0 if unset), i32 priority (0 if unset),
+ *                   oi64 runtimeLimitMs ((spec.activeDeadlineSeconds + terminationGracePeriodSeconds,
+ *                   30 if unset) x 1000, saturating; none without a deadline),
+ *                   i64 startedMs (status.startTime, Unix ms, 0 if unset)
  *     ResourceClaim str namespace, str name, ostr domain (domainID of an opaque
  *                   ComputeDomainChannelConfig/DaemonConfig of the compute-domain driver),
  *                   u8 daemon, u32 gpuCount, u8 gpuAll, ou32 allocatedGpus

@@ -58,7 +58,7 @@ impl Cluster {
         Ok(true)
     }
 
-    /// Applies a packed facts batch (`CDF2`, see [`crate::facts`]) in order. The whole batch is
+    /// Applies a packed facts batch (`CDF3`, see [`crate::facts`]) in order. The whole batch is
     /// read first: a malformed one is an error naming the byte offset and record, and nothing
     /// of it is applied.
     pub fn apply_facts(&self, batch: &[u8]) -> Result<()> {

@@ -48,6 +48,8 @@ pub(crate) fn delta(d: &p::Delta) -> f::Delta {
             owner: pod.owner,
             created_ms: pod.created_ms,
             priority: pod.priority,
+            runtime_limit_ms: pod.runtime_limit_ms,
+            started_ms: pod.started_ms,
         }),
         p::Delta::RemovePod(k) => f::Delta::RemovePod(*k),
         p::Delta::UpsertClaim(c) => f::Delta::UpsertClaim(f::ClaimFact {

@@ -62,7 +62,7 @@ pub enum Error {
     /// PreFilter, Reserve or a lookup was asked about a pod the cluster view does not have.
     #[error("pod {0} is not in the cluster view")]
     UnknownPod(String),
-    /// A packed facts batch (`CDF2`) could not be read; nothing of it was applied.
+    /// A packed facts batch (`CDF3`) could not be read; nothing of it was applied.
     #[error("malformed facts batch{}", at(*record, *offset, message))]
     MalformedFacts {
         /// The index of the record being read, when the failure is inside one.

@@ -134,6 +134,12 @@ pub enum Object {
         created_ms: i64,
         /// `spec.priority` (0 when unset).
         priority: i32,
+        /// How long after it started the pod is gone at the latest: `spec.activeDeadlineSeconds`
+        /// plus its termination grace period (30 s when unset), in milliseconds, saturating
+        /// (none without a deadline).
+        runtime_limit_ms: Option<i64>,
+        /// `status.startTime`, Unix milliseconds (0 before the kubelet started it).
+        started_ms: i64,
     },
     Claim {
         namespace: String,
@@ -434,8 +440,16 @@ fn pod(v: &Value, settings: &Settings) -> Result<Object> {
         owner: None,
         created_ms: p.metadata.creation_timestamp.map_or(0, |t| t.0.as_millisecond()),
         priority: spec.priority.unwrap_or(0),
+        runtime_limit_ms: spec.active_deadline_seconds.map(|d| {
+            let grace = spec.termination_grace_period_seconds.unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS);
+            d.saturating_add(grace).saturating_mul(1000)
+        }),
+        started_ms: status.start_time.map_or(0, |t| t.0.as_millisecond()),
     })
 }
+
+/// The termination grace period of a pod that sets none, in seconds.
+const DEFAULT_GRACE_PERIOD_SECONDS: i64 = 30;
 
 /// GPUs a claim spec asks for: requests on the GPU driver's device class.
 fn gpu_demand(spec: &ResourceClaimSpec, settings: &Settings) -> GpuDemand {

@@ -1,4 +1,4 @@
-//! The packed facts batch `CDF2`: what the Go adapter extracts from Kubernetes objects, sent to
+//! The packed facts batch `CDF3`: what the Go adapter extracts from Kubernetes objects, sent to
 //! [`crate::Cluster::apply_facts`] (`cdplace_cluster_apply_facts`) in one crossing. Each record is
 //! one [`Object`] (upsert) or a removal, one to one with `extract::Object`, so a batch applies
 //! through the same path as JSON objects. [`decode`] reads a whole batch before anything is
@@ -13,7 +13,8 @@
 //! ostr = u8 0 | u8 1, str
 //! ou32 = u8 0 | u8 1, u32
 //! oi32 = u8 0 | u8 1, i32
-//! batch  = "CDF2", u32 nrecords, nrecords x record
+//! oi64 = u8 0 | u8 1, i64
+//! batch  = "CDF3", u32 nrecords, nrecords x record
 //! record = u8 op (1 upsert, 2 remove), u8 kind (cdplace_kind_t), body
 //! remove body: str namespace ("" for cluster-scoped kinds and for Owner), str name (for Owner: the owner key)
 //! upsert bodies:
@@ -21,7 +22,8 @@
 //!   Pod (2)           str namespace, str name, u8 terminal, ostr nodeName, ostr nominatedNodeName,
 //!                     u32 nclaims x (str name, ostr resourceClaimTemplateName, ostr resourceClaimName,
 //!                     ostr generatedClaimName), u32 gpus, ou32 sizeAnnotation, ostr podGroupName,
-//!                     ostr ownerKey, i64 createdMs, i32 priority
+//!                     ostr ownerKey, i64 createdMs, i32 priority, oi64 runtimeLimitMs,
+//!                     i64 startedMs
 //!   ResourceClaim (3) str namespace, str name, ostr domain, u8 daemon, u32 gpuCount, u8 gpuAll,
 //!                     ou32 allocatedGpus
 //!   ResourceClaimTemplate (4)  str namespace, str name, ostr domain, u8 daemon, u32 gpuCount, u8 gpuAll
@@ -37,8 +39,9 @@
 //! a removal; no bytes may follow the last record.
 //!
 //! The magic is the layout's version: `CDF2` added the pool name and generation to the
-//! ResourceSlice record. A batch of another version (`CDF1`, from an adapter built against an
-//! older library) is refused whole (`magic: expected "CDF2", got "CDF1"`).
+//! ResourceSlice record, `CDF3` the runtime limit and start time to the Pod record. A batch of
+//! another version (`CDF2`, from an adapter built against an older library) is refused whole
+//! (`magic: expected "CDF3", got "CDF2"`).
 
 use cdplace_policy::GpuDemand;
 
@@ -47,7 +50,7 @@ use crate::wire::{Reader, WireError, WireResult, Writer};
 use crate::{Error, Result};
 
 /// The first four bytes of a batch: the layout's version.
-pub const MAGIC: &[u8; 4] = b"CDF2";
+pub const MAGIC: &[u8; 4] = b"CDF3";
 
 const UPSERT: u8 = 1;
 const REMOVE: u8 = 2;
@@ -168,6 +171,8 @@ fn upsert(r: &mut Reader<'_>, kind: Kind) -> WireResult<Object> {
                 owner: r.ostr("ownerKey")?,
                 created_ms: r.i64("createdMs")?,
                 priority: r.i32("priority")?,
+                runtime_limit_ms: r.oi64("runtimeLimitMs")?,
+                started_ms: r.i64("startedMs")?,
             }
         }
         Kind::ResourceClaim => Object::Claim {
@@ -261,6 +266,8 @@ fn put_object(b: &mut Vec<u8>, o: &Object) {
             owner,
             created_ms,
             priority,
+            runtime_limit_ms,
+            started_ms,
         } => {
             b.put_str(namespace);
             b.put_str(name);
@@ -280,6 +287,8 @@ fn put_object(b: &mut Vec<u8>, o: &Object) {
             b.put_ostr(owner.as_deref());
             b.put_i64(*created_ms);
             b.put_i32(*priority);
+            b.put_oi64(*runtime_limit_ms);
+            b.put_i64(*started_ms);
         }
         Object::Claim { namespace, name, domain, daemon, gpus, allocated_gpus } => {
             b.put_str(namespace);

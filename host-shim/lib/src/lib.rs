@@ -9,7 +9,7 @@
 //! as a trait, the WIT fact types), [`cluster`] (the view's API),
 //! `state` (per-object facts and the deltas they emit), `interner`, `pool` (instances and the
 //! journal), [`decision`] (decisions, the node set, `CDP3`), [`preemption`] (gang preemption's victims), [`fleet`] (the fleet status), [`extract`] (Kubernetes objects to
-//! facts), [`facts`] (the packed batch `CDF2`), [`overlay`], [`settings`], `wire` (packed
+//! facts), [`facts`] (the packed batch `CDF3`), [`overlay`], [`settings`], `wire` (packed
 //! primitives), `bindings` and `convert` (the WIT types), [`ffi`] (the only module with
 //! `unsafe`), [`error`].
 

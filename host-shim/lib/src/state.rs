@@ -222,6 +222,8 @@ impl State {
                 owner,
                 created_ms,
                 priority,
+                runtime_limit_ms,
+                started_ms,
                 ..
             } => {
                 let id = |i: &mut Interner, s: &Option<String>| s.as_deref().map(|s| i.id(s));
@@ -247,6 +249,8 @@ impl State {
                     owner: id(i, &owner),
                     created_ms,
                     priority,
+                    runtime_limit_ms,
+                    started_ms,
                 };
                 let k = key(&namespace, &name);
                 // A bound pod is no longer merely assumed.

@@ -1,5 +1,5 @@
 //! The primitives of the packed formats of the C ABI (`include/cdplace.h`), little-endian:
-//! `str` = u32 byte length + UTF-8 bytes, `ostr`/`ou32`/`oi32` = u8 0 | u8 1 and the value,
+//! `str` = u32 byte length + UTF-8 bytes, `ostr`/`ou32`/`oi32`/`oi64` = u8 0 | u8 1 and the value,
 //! booleans as u8 0 | 1. [`Reader`] names the field and byte offset of whatever it cannot read;
 //! the batch, overlay and decision codecs are built on it.
 
@@ -121,6 +121,10 @@ impl<'a> Reader<'a> {
     pub fn oi32(&mut self, field: &str) -> WireResult<Option<i32>> {
         if self.tag(field)? { self.i32(field).map(Some) } else { Ok(None) }
     }
+
+    pub fn oi64(&mut self, field: &str) -> WireResult<Option<i64>> {
+        if self.tag(field)? { self.i64(field).map(Some) } else { Ok(None) }
+    }
 }
 
 /// Writes the packed primitives.
@@ -134,6 +138,7 @@ pub(crate) trait Writer {
     fn put_ostr(&mut self, s: Option<&str>);
     fn put_ou32(&mut self, v: Option<u32>);
     fn put_oi32(&mut self, v: Option<i32>);
+    fn put_oi64(&mut self, v: Option<i64>);
 }
 
 impl Writer for Vec<u8> {
@@ -184,6 +189,15 @@ impl Writer for Vec<u8> {
             None => self.push(0),
         }
     }
+    fn put_oi64(&mut self, v: Option<i64>) {
+        match v {
+            Some(v) => {
+                self.push(1);
+                self.put_i64(v);
+            }
+            None => self.push(0),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -204,6 +218,8 @@ mod tests {
         b.put_ou32(Some(3));
         b.put_oi32(Some(i32::MIN));
         b.put_oi32(None);
+        b.put_oi64(Some(i64::MIN));
+        b.put_oi64(None);
         let mut r = Reader::new(&b);
         assert_eq!(r.u8("a"), Ok(7));
         assert_eq!(r.bool("b"), Ok(true));
@@ -216,6 +232,8 @@ mod tests {
         assert_eq!(r.ou32("i"), Ok(Some(3)));
         assert_eq!(r.oi32("j"), Ok(Some(i32::MIN)));
         assert_eq!(r.oi32("k"), Ok(None));
+        assert_eq!(r.oi64("l"), Ok(Some(i64::MIN)));
+        assert_eq!(r.oi64("m"), Ok(None));
         assert_eq!(r.remaining(), 0);
     }
 

@@ -1,4 +1,4 @@
-//! The packed facts batch `CDF2` (`cdplace_host::facts`): every kind and shape round-trips, the
+//! The packed facts batch `CDF3` (`cdplace_host::facts`): every kind and shape round-trips, the
 //! bytes are the documented layout, and malformed batches are errors naming the record and
 //! the byte offset.
 
@@ -43,6 +43,8 @@ fn every_kind() -> Vec<Record> {
             owner: Some(s("Job/ns/trainer")),
             created_ms: 1_767_225_600_123,
             priority: -10,
+            runtime_limit_ms: Some(630_000),
+            started_ms: 1_767_225_609_000,
         }),
         Record::Upsert(Object::Pod {
             namespace: s("ns"),
@@ -57,6 +59,8 @@ fn every_kind() -> Vec<Record> {
             owner: None,
             created_ms: 0,
             priority: 0,
+            runtime_limit_ms: None,
+            started_ms: 0,
         }),
         Record::Upsert(Object::Claim {
             namespace: s("ns"),
@@ -111,7 +115,7 @@ fn every_kind() -> Vec<Record> {
 fn every_record_round_trips() {
     let records = every_kind();
     let bytes = encode(&records);
-    assert_eq!(&bytes[..4], b"CDF2");
+    assert_eq!(&bytes[..4], b"CDF3");
     assert_eq!(u32::from_le_bytes(bytes[4..8].try_into().unwrap()) as usize, records.len());
     assert_eq!(decode(&bytes).unwrap(), records);
     assert_eq!(decode(&encode(&[])).unwrap(), vec![]);
@@ -127,7 +131,7 @@ fn the_layout_is_the_documented_one() {
         generation: 7,
     })]);
     let want: Vec<u8> = [
-        &b"CDF2"[..],
+        &b"CDF3"[..],
         &[1, 0, 0, 0], // one record
         &[1, 5],       // upsert ResourceSlice
         &[2, 0, 0, 0], // str name
@@ -145,6 +149,67 @@ fn the_layout_is_the_documented_one() {
     assert_eq!(&remove[8..], &[2, 6, 1, 0, 0, 0, b'a', 1, 0, 0, 0, b'b']);
 }
 
+/// A pod record with a runtime limit and a start time, byte for byte: the same bytes the Go
+/// encoder's test (`host-shim/go/internal/cdplace/cdplace_test.go`,
+/// `TestPodRecordsAsTheLibraryReadsThem`) expects of `AppendPod`.
+#[test]
+fn the_pod_record_ends_with_the_runtime_limit_and_the_start_time() {
+    let pod = |runtime_limit_ms| {
+        Record::Upsert(Object::Pod {
+            namespace: s("ns"),
+            name: s("p"),
+            terminal: false,
+            node_name: None,
+            nominated_node_name: None,
+            claims: vec![],
+            gpus: 4,
+            size_hint: None,
+            pod_group: None,
+            owner: None,
+            created_ms: 1_782_900_005_000,
+            priority: -3,
+            runtime_limit_ms,
+            started_ms: 1_782_900_009_000,
+        })
+    };
+    let want: Vec<u8> = [
+        &b"CDF3"[..],
+        &[1, 0, 0, 0], // one record
+        &[1, 2],       // upsert Pod
+        &[2, 0, 0, 0], // str namespace
+        b"ns",
+        &[1, 0, 0, 0], // str name
+        b"p",
+        &[0, 0, 0],                                  // terminal, nodeName, nominatedNodeName
+        &[0, 0, 0, 0],                               // nclaims
+        &[4, 0, 0, 0],                               // u32 gpus
+        &[0, 0, 0],                                  // sizeAnnotation, podGroupName, ownerKey
+        &[0x88, 0x18, 0x1f, 0x1d, 0x9f, 0x01, 0, 0], // i64 createdMs 1782900005000
+        &[0xfd, 0xff, 0xff, 0xff],                   // i32 priority -3
+        &[1, 0xf0, 0x9c, 0x09, 0, 0, 0, 0, 0],       // oi64 runtimeLimitMs 630000
+        &[0x28, 0x28, 0x1f, 0x1d, 0x9f, 0x01, 0, 0], // i64 startedMs 1782900009000
+    ]
+    .concat();
+    assert_eq!(encode(&[pod(Some(630_000))]), want);
+    assert_eq!(decode(&want).unwrap(), vec![pod(Some(630_000))]);
+    // No deadline: the tag alone.
+    let none = encode(&[pod(None)]);
+    assert_eq!(none.len(), want.len() - 8);
+    assert_eq!(&none[none.len() - 9..], &[&[0][..], &want[want.len() - 8..]].concat()[..]);
+    assert_eq!(decode(&none).unwrap(), vec![pod(None)]);
+    // The new fields are read where they are written.
+    let mut bad_tag = want.clone();
+    bad_tag[47] = 2;
+    assert_eq!(
+        message(&bad_tag),
+        "malformed facts batch: record 0 at byte 47: runtimeLimitMs: option tag 2 is not 0 or 1"
+    );
+    assert_eq!(
+        message(&want[..want.len() - 2]),
+        "malformed facts batch: record 0 at byte 56: startedMs: truncated (needs 8 bytes, 6 left)"
+    );
+}
+
 fn message(bytes: &[u8]) -> String {
     decode(bytes).unwrap_err().to_string()
 }
@@ -152,9 +217,11 @@ fn message(bytes: &[u8]) -> String {
 #[test]
 fn malformed_batches_name_the_record_and_offset() {
     assert_eq!(message(b"CDF"), "malformed facts batch at byte 0: magic: truncated (needs 4 bytes, 3 left)");
-    assert_eq!(message(b"CDP3\0\0\0\0"), "malformed facts batch at byte 0: magic: expected \"CDF2\", got \"CDP3\"");
-    // A batch of the previous layout (no pool in a slice record) is refused whole.
-    assert_eq!(message(b"CDF1\0\0\0\0"), "malformed facts batch at byte 0: magic: expected \"CDF2\", got \"CDF1\"");
+    assert_eq!(message(b"CDP3\0\0\0\0"), "malformed facts batch at byte 0: magic: expected \"CDF3\", got \"CDP3\"");
+    // Batches of the previous layouts (no runtime limit and start time in a pod record; no pool
+    // in a slice record) are refused whole.
+    assert_eq!(message(b"CDF2\0\0\0\0"), "malformed facts batch at byte 0: magic: expected \"CDF3\", got \"CDF2\"");
+    assert_eq!(message(b"CDF1\0\0\0\0"), "malformed facts batch at byte 0: magic: expected \"CDF3\", got \"CDF1\"");
     let no_pool = encode(&[Record::Upsert(Object::Slice {
         name: s("sl"),
         node: Some(s("n")),

@@ -1,4 +1,4 @@
-//! The packed paths of the C ABI, through the Rust API: a facts batch (`CDF2`) applies exactly
+//! The packed paths of the C ABI, through the Rust API: a facts batch (`CDF3`) applies exactly
 //! as the JSON objects it was extracted from, atomically; the packed decision (`CDP3`) says what
 //! the `Decision` says, node set included; the packed overlay acts as the typed one.
 

@@ -44,6 +44,8 @@ enum Facts {
         owner: Option<String>,
         created_ms: i64,
         priority: i32,
+        runtime_limit_ms: Option<i64>,
+        started_ms: i64,
     },
     Claim {
         namespace: String,
@@ -123,6 +125,8 @@ impl From<Facts> for Object {
                 owner: _,
                 created_ms,
                 priority,
+                runtime_limit_ms,
+                started_ms,
             } => Object::Pod {
                 namespace,
                 name,
@@ -139,6 +143,8 @@ impl From<Facts> for Object {
                 owner: None,
                 created_ms,
                 priority,
+                runtime_limit_ms,
+                started_ms,
             },
             Facts::Claim { namespace, name, domain, daemon, gpus, allocated_gpus } => {
                 Object::Claim { namespace, name, domain, daemon, gpus: gpus.into(), allocated_gpus }

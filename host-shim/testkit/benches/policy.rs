@@ -541,6 +541,8 @@ impl Facts {
             owner: None,
             created_ms: 0,
             priority: 0,
+            runtime_limit_ms: None,
+            started_ms: 0,
         };
         for p in &m.pods {
             let f = pod_fact(&mut s, p, p.node);

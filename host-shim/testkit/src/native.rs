@@ -101,6 +101,8 @@ pub fn delta(d: &wit::Delta) -> p::Delta {
             owner: pod.owner,
             created_ms: pod.created_ms,
             priority: pod.priority,
+            runtime_limit_ms: pod.runtime_limit_ms,
+            started_ms: pod.started_ms,
         }),
         wit::Delta::RemovePod(k) => p::Delta::RemovePod(*k),
         wit::Delta::UpsertClaim(c) => p::Delta::UpsertClaim(p::ClaimFact {
@@ -155,6 +157,8 @@ mod tests {
             owner: None,
             created_ms: -3,
             priority: 9,
+            runtime_limit_ms: Some(i64::MAX),
+            started_ms: -5,
         };
         let all = vec![
             p::Delta::Reset,

@@ -1,4 +1,4 @@
-//! The packed formats from the other side: facts batches (`CDF2`) built from Kubernetes objects
+//! The packed formats from the other side: facts batches (`CDF3`) built from Kubernetes objects
 //! as the Go adapter would send them, and a decoder of the packed decision (`CDP3`) written
 //! from the layout in `include/cdplace.h`, independent of the host's encoder, so tests can check
 //! that both forms of a decision say the same.
@@ -7,7 +7,7 @@ use cdplace_host::facts::{self, Record};
 use cdplace_host::{Code, Decision, Settings, Status, extract};
 use serde_json::Value;
 
-/// A `CDF2` batch upserting `objects` (extracted under `settings`; kinds cdplace does not read
+/// A `CDF3` batch upserting `objects` (extracted under `settings`; kinds cdplace does not read
 /// are left out).
 pub fn facts_of(objects: &[Value], settings: &Settings) -> Vec<u8> {
     let records: Vec<Record> =

@@ -897,6 +897,8 @@ impl Facts {
             // Just created: only a declared size lets the domain start at once.
             created_ms: i64::MAX / 2,
             priority: 0,
+            runtime_limit_ms: None,
+            started_ms: 0,
         };
         edit(&mut p);
         self.pods.insert(key, p.clone());

@@ -3,6 +3,7 @@ package cdplace
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -246,7 +247,7 @@ func TestPassesEveryNode(t *testing.T) {
 }
 
 // The Go encoder writes the ResourceSlice record as the library reads it (pool and generation
-// after the GPUs), and a CDF1 batch of an older adapter is refused whole.
+// after the GPUs), and a CDF2 batch of an older adapter is refused whole.
 func TestSliceRecordsAndTheBatchVersion(t *testing.T) {
 	c := newTestCluster(t, "")
 	var b Batch
@@ -259,9 +260,64 @@ func TestSliceRecordsAndTheBatchVersion(t *testing.T) {
 	if err := c.ApplyFacts(noPool.Bytes()); !errors.Is(err, ErrBadCall) || !strings.Contains(err.Error(), "record 0 at byte 29: pool: must not be empty") {
 		t.Fatalf("a node-local slice without a pool: %v", err)
 	}
-	old := append([]byte("CDF1"), b.Bytes()[4:]...)
-	if err := c.ApplyFacts(old); !errors.Is(err, ErrBadCall) || !strings.Contains(err.Error(), `magic: expected "CDF2", got "CDF1"`) {
-		t.Fatalf("a CDF1 batch: %v", err)
+	old := append([]byte("CDF2"), b.Bytes()[4:]...)
+	if err := c.ApplyFacts(old); !errors.Is(err, ErrBadCall) || !strings.Contains(err.Error(), `magic: expected "CDF3", got "CDF2"`) {
+		t.Fatalf("a CDF2 batch: %v", err)
+	}
+}
+
+// The Go encoder writes the Pod record as the library reads it: byte for byte the record
+// host-shim/lib/tests/facts.rs decodes to the same facts
+// (the_pod_record_ends_with_the_runtime_limit_and_the_start_time), the runtime limit and the
+// start time last, where the library reads them.
+func TestPodRecordsAsTheLibraryReadsThem(t *testing.T) {
+	pod := func(limit *int64) *facts.Pod {
+		return &facts.Pod{Namespace: "ns", Name: "p", GPUs: 4, CreatedMs: 1_782_900_005_000, Priority: -3,
+			RuntimeLimitMs: limit, StartedMs: 1_782_900_009_000}
+	}
+	var b Batch
+	b.Add(AppendPod(nil, pod(some(int64(630_000)))))
+	want := slices.Concat(
+		[]byte("CDF3"),
+		[]byte{1, 0, 0, 0},           // one record
+		[]byte{1, 2},                 // upsert Pod
+		[]byte{2, 0, 0, 0, 'n', 's'}, // str namespace
+		[]byte{1, 0, 0, 0, 'p'},      // str name
+		[]byte{0, 0, 0},              // terminal, nodeName, nominatedNodeName
+		[]byte{0, 0, 0, 0},           // nclaims
+		[]byte{4, 0, 0, 0},           // u32 gpus
+		[]byte{0, 0, 0},              // sizeAnnotation, podGroupName, ownerKey
+		[]byte{0x88, 0x18, 0x1f, 0x1d, 0x9f, 0x01, 0, 0}, // i64 createdMs 1782900005000
+		[]byte{0xfd, 0xff, 0xff, 0xff},                   // i32 priority -3
+		[]byte{1, 0xf0, 0x9c, 0x09, 0, 0, 0, 0, 0},       // oi64 runtimeLimitMs 630000
+		[]byte{0x28, 0x28, 0x1f, 0x1d, 0x9f, 0x01, 0, 0}, // i64 startedMs 1782900009000
+	)
+	if got := b.Bytes(); !slices.Equal(got, want) {
+		t.Fatalf("pod record\n got % x\nwant % x", got, want)
+	}
+	if none := AppendPod(nil, pod(nil)); !slices.Equal(none[len(none)-9:], append([]byte{0}, want[len(want)-8:]...)) {
+		t.Fatalf("no runtime limit: % x", none)
+	}
+	c := newTestCluster(t, "")
+	// With and without a limit, and a record after each: the library reads exactly the bytes
+	// written.
+	var all Batch
+	all.Add(AppendPod(nil, pod(some(int64(math.MaxInt64)))))
+	all.Add(AppendNode(nil, &facts.Node{Name: "a-0", CliqueLabel: some("u.1"), GPUs: 4}))
+	q := pod(nil)
+	q.Name = "q"
+	all.Add(AppendPod(nil, q))
+	all.Add(AppendNode(nil, &facts.Node{Name: "a-1", CliqueLabel: some("u.1"), GPUs: 4}))
+	if err := c.ApplyFacts(all.Bytes()); err != nil {
+		t.Fatalf("pod records: %v", err)
+	}
+	badTag := slices.Clone(want)
+	badTag[47] = 2
+	if err := c.ApplyFacts(badTag); !errors.Is(err, ErrBadCall) || !strings.Contains(err.Error(), "record 0 at byte 47: runtimeLimitMs: option tag 2 is not 0 or 1") {
+		t.Fatalf("the runtime limit's tag: %v", err)
+	}
+	if err := c.ApplyFacts(want[:len(want)-2]); !errors.Is(err, ErrBadCall) || !strings.Contains(err.Error(), "record 0 at byte 56: startedMs: truncated") {
+		t.Fatalf("the start time cut short: %v", err)
 	}
 }
 

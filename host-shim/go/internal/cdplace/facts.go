@@ -7,16 +7,16 @@ import (
 )
 
 // The packed facts batch, as include/cdplace.h specifies it (little-endian; str = u32 length +
-// UTF-8; ostr/ou32/oi32 = u8 0 | u8 1 and the value):
+// UTF-8; ostr/ou32/oi32/oi64 = u8 0 | u8 1 and the value):
 //
-//	batch  = "CDF2", u32 nrecords, nrecords x record
+//	batch  = "CDF3", u32 nrecords, nrecords x record
 //	record = u8 op (1 upsert, 2 remove), u8 kind (cdplace_kind_t), body
 //
 // The Append* functions write one record each (the feed keeps each object's last record to
 // drop updates that change no fact); Batch gathers records for one ApplyFacts call.
 
 const (
-	batchMagic = "CDF2"
+	batchMagic = "CDF3"
 	opUpsert   = 1
 	opRemove   = 2
 )
@@ -92,7 +92,9 @@ func AppendPod(dst []byte, f *facts.Pod) []byte {
 	dst = appendOStr(dst, f.PodGroup)
 	dst = appendOStr(dst, f.Owner)
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(f.CreatedMs))
-	return binary.LittleEndian.AppendUint32(dst, uint32(f.Priority))
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(f.Priority))
+	dst = appendOI64(dst, f.RuntimeLimitMs)
+	return binary.LittleEndian.AppendUint64(dst, uint64(f.StartedMs))
 }
 
 // AppendClaim writes a ResourceClaim upsert.
@@ -178,6 +180,13 @@ func appendOI32(dst []byte, v *int32) []byte {
 		return append(dst, 0)
 	}
 	return binary.LittleEndian.AppendUint32(append(dst, 1), uint32(*v))
+}
+
+func appendOI64(dst []byte, v *int64) []byte {
+	if v == nil {
+		return append(dst, 0)
+	}
+	return binary.LittleEndian.AppendUint64(append(dst, 1), uint64(*v))
 }
 
 func appendBool(dst []byte, v bool) []byte {

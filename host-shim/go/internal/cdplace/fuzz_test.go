@@ -3,6 +3,7 @@ package cdplace
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"testing"
 
@@ -24,7 +25,7 @@ func FuzzApplyFacts(f *testing.F) {
 	rm.Add(AppendRemove(nil, KindPod, "ns", "p0"))
 	rm.Add(AppendRemove(nil, KindNode, "", "a-1"))
 	f.Add(append([]byte(nil), rm.Bytes()...))
-	f.Add([]byte("CDF2\xff\xff\xff\xff"))
+	f.Add([]byte("CDF3\xff\xff\xff\xff"))
 	rt, err := NewRuntime(GuestWasm)
 	if err != nil {
 		f.Fatal(err)
@@ -103,7 +104,8 @@ func FuzzFactSequences(f *testing.F) {
 					claims = append(claims, facts.PodClaim{Name: r.name("c"), Template: r.ostr("t"), Claim: r.ostr("rc"), Generated: r.ostr("g")})
 				}
 				b.Add(AppendPod(nil, &facts.Pod{Namespace: "ns", Name: name, Terminal: r.byte()%7 == 0, NodeName: r.ostr("n"), NominatedNodeName: r.ostr("n"),
-					Claims: claims, GPUs: r.count(), SizeHint: r.ocount(), PodGroup: r.ostr("pg"), Owner: r.ostr("Job/ns/j"), CreatedMs: int64(r.byte()) * 1000, Priority: int32(int8(r.byte()))}))
+					Claims: claims, GPUs: r.count(), SizeHint: r.ocount(), PodGroup: r.ostr("pg"), Owner: r.ostr("Job/ns/j"), CreatedMs: int64(r.byte()) * 1000, Priority: int32(int8(r.byte())),
+					RuntimeLimitMs: r.oms(), StartedMs: r.ms()}))
 			case 2:
 				var alloc *uint32
 				if r.byte()%2 == 0 {
@@ -231,4 +233,25 @@ func (r *fuzzReader) ocount() *uint32 {
 		return nil
 	}
 	return some(r.count())
+}
+
+// ms is a few seconds most of the time, and sometimes at the limits of int64.
+func (r *fuzzReader) ms() int64 {
+	switch b := r.byte(); {
+	case b == 255:
+		return math.MaxInt64
+	case b == 254:
+		return math.MinInt64
+	case b >= 240:
+		return -int64(b-240) * 1000
+	default:
+		return int64(b%20) * 1000
+	}
+}
+
+func (r *fuzzReader) oms() *int64 {
+	if r.byte()%3 == 0 {
+		return nil
+	}
+	return some(r.ms())
 }

@@ -1,6 +1,7 @@
 package facts
 
 import (
+	"math"
 	"strconv"
 	"strings"
 
@@ -69,7 +70,50 @@ func PodOf(p *v1.Pod, k Keys) (Pod, error) {
 	if p.Spec.Priority != nil {
 		f.Priority = *p.Spec.Priority
 	}
+	f.RuntimeLimitMs = runtimeLimitMs(p.Spec.ActiveDeadlineSeconds, p.Spec.TerminationGracePeriodSeconds)
+	if t := p.Status.StartTime; !t.IsZero() {
+		// Whole seconds, as for creationTimestamp.
+		f.StartedMs = t.Unix() * 1000
+	}
 	return f, nil
+}
+
+// defaultGracePeriodSeconds is the termination grace period of a pod that sets none.
+const defaultGracePeriodSeconds = 30
+
+// runtimeLimitMs is how long after it started a pod is gone at the latest: its active deadline
+// plus its termination grace period (30 s when unset), in milliseconds, saturating at the int64
+// limits as extract.rs does; nil without a deadline.
+func runtimeLimitMs(deadline, grace *int64) *int64 {
+	if deadline == nil {
+		return nil
+	}
+	g := int64(defaultGracePeriodSeconds)
+	if grace != nil {
+		g = *grace
+	}
+	s := saturatingAdd(*deadline, g)
+	switch {
+	case s > math.MaxInt64/1000:
+		s = math.MaxInt64
+	case s < math.MinInt64/1000:
+		s = math.MinInt64
+	default:
+		s *= 1000
+	}
+	return &s
+}
+
+// saturatingAdd is a+b clamped to the int64 limits (Rust's i64::saturating_add).
+func saturatingAdd(a, b int64) int64 {
+	s := a + b
+	switch {
+	case a > 0 && b > 0 && s < 0:
+		return math.MaxInt64
+	case a < 0 && b < 0 && s >= 0:
+		return math.MinInt64
+	}
+	return s
 }
 
 // GeneratedClaim is the claim generated for the pod's claim entry name

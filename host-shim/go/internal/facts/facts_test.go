@@ -1,12 +1,16 @@
 package facts
 
 import (
+	"math"
 	"os"
 	"reflect"
+	"strconv"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
@@ -144,4 +148,48 @@ func TestErrorsNameTheField(t *testing.T) {
 	if e, ok := err.(*Error); !ok || e.Field != "metadata.annotations[cdplace.nvidia.com/size]" {
 		t.Fatalf("got %#v", err)
 	}
+}
+
+// The runtime limit is the active deadline plus the termination grace period (30 s when unset)
+// in milliseconds, saturating; none without a deadline. The start time is status.startTime.
+func TestPodRuntimeLimitAndStartTime(t *testing.T) {
+	started := metav1.Date(2026, 7, 1, 10, 0, 9, 0, time.UTC)
+	cases := []struct {
+		name            string
+		deadline, grace *int64
+		startTime       *metav1.Time
+		limit           *int64
+		startedMs       int64
+	}{
+		{"deadline and grace period", some(int64(600)), some(int64(30)), nil, some(int64(630_000)), 0},
+		{"deadline, no grace period: 30 s", some(int64(600)), nil, nil, some(int64(630_000)), 0},
+		{"deadline, grace period 0", some(int64(600)), some(int64(0)), nil, some(int64(600_000)), 0},
+		{"no deadline", nil, some(int64(30)), &started, nil, 1_782_900_009_000},
+		{"started", some(int64(1)), nil, &started, some(int64(31_000)), 1_782_900_009_000},
+		{"the sum saturates", some(int64(math.MaxInt64)), some(int64(1)), nil, some(int64(math.MaxInt64)), 0},
+		{"the milliseconds saturate", some(int64(math.MaxInt64 / 1000)), some(int64(1)), nil, some(int64(math.MaxInt64)), 0},
+		{"just below saturation", some(int64(math.MaxInt64/1000 - 30)), nil, nil, some(int64(math.MaxInt64 / 1000 * 1000)), 0},
+		{"a negative grace period saturates low", some(int64(1)), some(int64(math.MinInt64)), nil, some(int64(math.MinInt64)), 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"},
+				Spec:   v1.PodSpec{ActiveDeadlineSeconds: c.deadline, TerminationGracePeriodSeconds: c.grace},
+				Status: v1.PodStatus{StartTime: c.startTime}}
+			f, err := PodOf(p, DefaultKeys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(f.RuntimeLimitMs, c.limit) || f.StartedMs != c.startedMs {
+				t.Fatalf("runtime limit %v, started %d; want %v, %d", ptrString(f.RuntimeLimitMs), f.StartedMs, ptrString(c.limit), c.startedMs)
+			}
+		})
+	}
+}
+
+func ptrString(v *int64) string {
+	if v == nil {
+		return "none"
+	}
+	return strconv.FormatInt(*v, 10)
 }

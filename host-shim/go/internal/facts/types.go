@@ -2,7 +2,7 @@ package facts
 
 import "strings"
 
-// The fact types mirror extract.rs `Object` one to one (and the CDF2 records internal/cdplace
+// The fact types mirror extract.rs `Object` one to one (and the CDF3 records internal/cdplace
 // encodes). Optional values are pointers: nil is "none". The JSON tags name the fields in
 // testdata/vectors.yaml.
 
@@ -42,6 +42,12 @@ type Pod struct {
 	Owner     *string `json:"owner"`
 	CreatedMs int64   `json:"createdMs"`
 	Priority  int32   `json:"priority"`
+	// RuntimeLimitMs is how long after it started the pod is gone at the latest:
+	// spec.activeDeadlineSeconds plus its termination grace period, in milliseconds (nil
+	// without a deadline).
+	RuntimeLimitMs *int64 `json:"runtimeLimitMs"`
+	// StartedMs is status.startTime, Unix milliseconds (0 before the kubelet started it).
+	StartedMs int64 `json:"startedMs"`
 }
 
 // Node is where the pod is or will be (nodeName, else the nominated node), "" for none.

@@ -77,12 +77,23 @@ func TestOnlyFactChangesCross(t *testing.T) {
 		p.Status.Conditions = append(p.Status.Conditions, v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: metav1.Now()})
 		p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
 	}
+	started := touched(cd.DeepCopy(), func(p *v1.Pod) {
+		p.ResourceVersion = "8"
+		p.Status.StartTime = ptr.To(metav1.NewTime(time.Unix(1_782_900_009, 0)))
+	})
 	cases := []struct {
 		name   string
 		update any
 		want   uint64 // records queued
 	}{
 		{"ComputeDomain pod: a status condition", touched(cd.DeepCopy(), condition), 0},
+		// The kubelet starting the pod sets status.startTime, a policy fact; its heartbeats after
+		// that change none.
+		{"ComputeDomain pod: started", started, 1},
+		{"started ComputeDomain pod: a status condition", touched(started.DeepCopy(), func(p *v1.Pod) {
+			condition(p)
+			p.ResourceVersion = "9"
+		}), 0},
 		{"tray: a heartbeat, managed fields, an annotation", touched(nodes[0].DeepCopy(), heartbeat), 0},
 		{"GPU pod on a node without a clique label", touched(plainOffClique.DeepCopy(), condition), 0},
 		{"DRA pod on a node without a clique label", touched(draOffClique.DeepCopy(), condition), 0},

@@ -2,7 +2,7 @@
 
 use super::{bytes, cdplace_cluster_t, cdplace_error_t, cluster, guard, text};
 
-/// Applies a packed facts batch (`CDF2`, layout in the header) in order. The batch is decoded
+/// Applies a packed facts batch (`CDF3`, layout in the header) in order. The batch is decoded
 /// whole first: a malformed one gives `CDPLACE_ERROR_BAD_CALL` naming the byte offset and the
 /// record index, and nothing of it is applied.
 ///

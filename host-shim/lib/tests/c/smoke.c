@@ -55,7 +55,7 @@ static void expect_ok(cdplace_error_t *err, const char *what) {
   cdplace_error_delete(err);
 }
 
-/* ---------------------------------------------------------------- a CDF2 batch writer */
+/* ---------------------------------------------------------------- a CDF3 batch writer */
 
 typedef struct { uint8_t *data; size_t len, cap; uint32_t records; } batch_t;
 
@@ -81,7 +81,7 @@ static void ou32(batch_t *b, int present, uint32_t v) { u8(b, present ? 1 : 0); 
 
 static batch_t batch(void) {
   batch_t b = {0};
-  put(&b, "CDF2", 4);
+  put(&b, "CDF3", 4);
   u32(&b, 0); /* patched by done() */
   return b;
 }
@@ -109,6 +109,7 @@ static void pod(batch_t *b, const char *ns, const char *name, const char *tmpl, 
   u32(b, tmpl ? 1 : 0);
   if (tmpl) { str(b, "channel"); ostr(b, tmpl); ostr(b, NULL); ostr(b, NULL); }
   u32(b, 4); ou32(b, 0, 0); ostr(b, NULL); ostr(b, NULL); i64(b, 0); i32(b, 0);
+  u8(b, 0); i64(b, 0); /* oi64 runtimeLimitMs (none), i64 startedMs */
 }
 
 static void apply(cdplace_cluster_t *c, batch_t *b, const char *what) {
@@ -384,7 +385,7 @@ static void policy_checks(cdplace_runtime_t *rt) {
   }
 
   /* Bad calls are errors, not crashes. */
-  expect_kind(cdplace_cluster_apply_facts(NULL, (const uint8_t *)"CDF2", 4), CDPLACE_ERROR_BAD_CALL, "NULL cluster");
+  expect_kind(cdplace_cluster_apply_facts(NULL, (const uint8_t *)"CDF3", 4), CDPLACE_ERROR_BAD_CALL, "NULL cluster");
   expect_kind(cdplace_cluster_apply_facts(c, NULL, 8), CDPLACE_ERROR_BAD_CALL, "NULL facts");
   expect_kind(cdplace_cluster_pre_filter(c, "ns", 2, "p1", 2, NULL, 0, NULL), CDPLACE_ERROR_BAD_CALL, "NULL out");
   expect_kind(cdplace_cluster_forget(c, "\xff", 1, "p", 1), CDPLACE_ERROR_BAD_CALL, "bad UTF-8");
