@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,10 +19,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	dynfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	clientgotesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
@@ -143,6 +146,20 @@ type env struct {
 	events *events.FakeRecorder
 	// objects fed to the API (benchmarks replay them).
 	objects []any
+	// podsWatched is closed once the pod informer's watch is open. The fake clientset drops
+	// events between an informer's list (which ends the cache sync) and its watch, so a test
+	// that needs the informer to see a change waits for it (see waitPodsWatched).
+	podsWatched chan struct{}
+}
+
+// waitPodsWatched waits until the pod informer watches, so a pod change made now reaches it.
+func (e *env) waitPodsWatched() {
+	e.t.Helper()
+	select {
+	case <-e.podsWatched:
+	case <-time.After(30 * time.Second):
+		e.t.Fatal("the pod informer never started its watch")
+	}
 }
 
 // servesComputeDomains makes the fake API server's discovery list the ComputeDomain API.
@@ -179,6 +196,16 @@ func newEnvWith(t testing.TB, crd bool, args string, nodes []*v1.Node, cds []*un
 		}
 	}
 	client := fake.NewSimpleClientset(all...)
+	podsWatched := make(chan struct{})
+	var watchOnce sync.Once
+	client.PrependWatchReactor("pods", func(a clientgotesting.Action) (bool, watch.Interface, error) {
+		// Open the watch on the tracker here, then signal: no event can fall between the two.
+		w, err := client.Tracker().Watch(a.GetResource(), a.GetNamespace())
+		if err == nil {
+			watchOnce.Do(func() { close(podsWatched) })
+		}
+		return true, w, err
+	})
 	if crd {
 		servesComputeDomains(client)
 	}
@@ -228,7 +255,7 @@ func newEnvWith(t testing.TB, crd bool, args string, nodes []*v1.Node, cds []*un
 	}); err != nil {
 		t.Fatalf("plugin never synced: %v", err)
 	}
-	return &env{t: t, ctx: ctx, fh: fh, plugin: plugin, client: client, dyn: dyn, nodes: nodes, events: recorder}
+	return &env{t: t, ctx: ctx, fh: fh, plugin: plugin, client: client, dyn: dyn, nodes: nodes, events: recorder, podsWatched: podsWatched}
 }
 
 // apply feeds objects straight into the plugin's view, as the informers would, and applies

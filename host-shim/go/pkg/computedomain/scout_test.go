@@ -119,6 +119,7 @@ func TestARejectedPodThatIsDeletedIsForgotten(t *testing.T) {
 	if pods, scouts := filed(); pods != 4 || scouts != 1 {
 		t.Fatalf("after two rejections: %d entries, %d scouts; want 4 and 1", pods, scouts)
 	}
+	e.waitPodsWatched()
 	for _, name := range []string{"w0", "w1"} {
 		if err := e.client.CoreV1().Pods(ns).Delete(e.ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
