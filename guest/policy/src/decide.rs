@@ -402,7 +402,14 @@ impl View {
             Code::UnschedulableAndUnresolvable,
             format!("node is not an NVLink tray: label {} is absent or has an empty clique ID", self.args.clique_label),
         );
-        fits.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| self.str(a.1).cmp(self.str(b.1))));
+        // Best fit first; a clique reserved for this domain (it heads its class) before all.
+        let own = reservations.iter().find(|x| x.domain == m.domain).map(|x| x.clique);
+        fits.sort_by(|a, b| {
+            (own != Some(a.1))
+                .cmp(&(own != Some(b.1)))
+                .then(a.0.cmp(&b.0))
+                .then_with(|| self.str(a.1).cmp(self.str(b.1)))
+        });
         let too_small = r.verdict(
             Code::Unschedulable,
             format!(

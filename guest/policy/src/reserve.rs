@@ -4,11 +4,21 @@
 //! a clique to empty. A domain that has waited longer than `cliqueReservationAfterSeconds` and is
 //! first in its size class (1–4, 5–8, 9–15, 16+ trays) by priority, then age, gets one clique
 //! reserved: the one that can hold it soonest (the fewest trays still to free up); a head that
-//! can start now holds none, and no younger domain of its class takes its place. Other domains
+//! can start now holds the clique it fits best, so nothing overtakes it in the moment its trays
+//! have freed up, and no younger domain of its class takes its place. Other domains
 //! and plain GPU pods may use that clique only while what they take leaves room for it once the
 //! trays it waits for free up (backfill): the trays held or promised there by others must stay at
 //! most `usable - size`. Without runtime estimates that is the only backfill that can never delay
 //! it. One reservation per size class, each on its own clique, larger classes choosing first.
+//!
+//! Runtimes are known where pods set `spec.activeDeadlineSeconds` (the kubelet ends such a pod
+//! that long after it started, plus its grace period): then the backfill is EASY backfill, as
+//! batch schedulers do it with time limits. The *shadow time* is when the reserved clique will
+//! have the domain's size free at the latest, from the deadlines of the pods on the trays it
+//! waits for. Another domain may then also take trays there when every one of its pods would be
+//! gone by the shadow time, or when it takes no more than the trays that will be free at the
+//! shadow time beyond the reserved domain's size. Neither can delay the reserved domain past
+//! the shadow time; both let trays that free one by one be used while the clique drains.
 //!
 //! Reservations are a pure function of the view and the host's clock, recomputed at every
 //! decision, so every policy instance agrees and nothing is stored.
@@ -46,6 +56,82 @@ impl Reservation {
 }
 
 impl View {
+    /// When a pod is gone at the latest (Unix ms): its start (now, before the kubelet started
+    /// it) plus its runtime limit; none without a deadline.
+    pub(crate) fn pod_ends_by(&self, p: &crate::facts::PodFact) -> Option<i64> {
+        let limit = p.runtime_limit_ms?;
+        let from = if p.started_ms > 0 { p.started_ms } else { self.now_ms };
+        Some(from.saturating_add(limit))
+    }
+
+    /// When every pod of domain `uid` would be gone at the latest if it started now: now plus
+    /// the longest runtime limit of its pods (a started pod ends no later than that); none when
+    /// one of its pods has no deadline.
+    pub(crate) fn domain_ends_by(&self, uid: StrId) -> Option<i64> {
+        let d = self.domains.get(&uid)?;
+        if d.limits.contains_key(&None) {
+            return None;
+        }
+        let longest = (*d.limits.keys().next_back()?)?;
+        Some(self.now_ms.saturating_add(longest))
+    }
+
+    /// When tray `name` is free at the latest (Unix ms): now when nothing on it counts, else
+    /// when the last pod that keeps it busy is gone (a pod using GPUs, or a pod of a domain
+    /// under driver-managed IMEX; a domain's IMEX daemon goes with its workload pod there).
+    /// None when that is not known: a pod without a deadline, a driver label left by a domain
+    /// with no pod on the tray, a cordoned tray.
+    fn tray_free_by(&self, name: StrId) -> Option<i64> {
+        let e = self.nodes.get(&name)?;
+        let s = &e.summary;
+        let driver = self.args.imex_mode == crate::args::ImexMode::DriverManaged;
+        if !s.usable || (driver && s.holders.iter().any(|h| !s.pod_holders.contains(h))) {
+            return None;
+        }
+        let mut at = self.now_ms;
+        for key in &e.pods {
+            let Some(p) = self.pods.get(key) else { continue };
+            let member = p.member.as_ref().ok().copied().flatten();
+            let uses_gpus = p.gpu_use.count > 0 || p.gpu_use.all;
+            let keeps_tray_busy = uses_gpus || (driver && member.is_some());
+            if !keeps_tray_busy {
+                continue;
+            }
+            if member.is_some_and(|m| m.daemon && s.workload.contains(&m.domain)) {
+                continue;
+            }
+            at = at.max(self.pod_ends_by(&p.fact)?);
+        }
+        Some(at)
+    }
+
+    /// EASY backfill's shadow for reservation `r` on clique `c`: when the clique will have the
+    /// domain's size free at the latest, and how many trays will be free by then. None when
+    /// the trays it waits for have no known end.
+    pub(crate) fn shadow(&self, r: &Reservation, c: &Clique) -> Option<(i64, u32)> {
+        let free = self.free_for(c, r.domain);
+        let need = r.size.saturating_sub(free) as usize;
+        if need == 0 {
+            return Some((self.now_ms, free));
+        }
+        let mut ends: Vec<i64> = c.busy.keys().filter_map(|&n| self.tray_free_by(n)).collect();
+        ends.sort_unstable();
+        let shadow = *ends.get(need - 1)?;
+        let by_then = ends.iter().take_while(|&&e| e <= shadow).count() as u32;
+        Some((shadow, free.saturating_add(by_then)))
+    }
+
+    /// Whether a domain (or plain pod) whose pods would all be gone by `ends_by` may take
+    /// `trays` more trays of the clique `c` reserved by `r`: the rule without runtimes, else
+    /// EASY backfill (see the module doc).
+    pub(crate) fn backfills(&self, r: &Reservation, c: &Clique, trays: u32, ends_by: Option<i64>) -> bool {
+        if r.admits(c, self.free_for(c, r.domain), trays) {
+            return true;
+        }
+        let Some((shadow, free_then)) = self.shadow(r, c) else { return false };
+        ends_by.is_some_and(|e| e <= shadow) || trays.saturating_add(r.size) <= free_then
+    }
+
     /// The reservation that keeps domain `domain` (priority `priority`) from taking `trays`
     /// trays of clique `id`, if any: one for another domain of at least its priority, whose
     /// backfill rule does not admit them. A reservation never holds a clique against a
@@ -67,7 +153,7 @@ impl View {
                 r.clique == id
                     && r.domain != domain
                     && self.domain_priority(r.domain) >= priority
-                    && !r.admits(c, self.free_for(c, r.domain), trays)
+                    && !self.backfills(r, c, trays, self.domain_ends_by(domain))
             })
             .copied()
     }
@@ -116,18 +202,23 @@ impl View {
             }
         }
         let mut out: Vec<Reservation> = Vec::new();
-        // A head that can start now needs no clique held: it starts, and the next in its class
-        // becomes the head. (Passing over it instead would give the clique to a younger domain
-        // and hold it against the head, which then flips with every tray freed.)
-        for head in heads.iter().rev().flatten().filter(|h| !self.can_start_now(h.domain, h.size)) {
-            // The clique that can hold it soonest: the fewest trays still to free up.
+        // A head that can start now holds the clique it fits best, so that nothing overtakes it
+        // in the moment its trays have freed up (its pods may sit out a backoff while a younger
+        // domain's are tried); if every clique it fits is held for a larger class, it holds
+        // none. (Passing over it instead would give the clique to a younger domain and hold it
+        // against the head, which then flips with every tray freed.) A head that cannot start
+        // gets the clique that can hold it soonest: the fewest trays still to free up.
+        for head in heads.iter().rev().flatten() {
+            let fits_now = self.can_start_now(head.domain, head.size);
             let best = self
                 .cliques
                 .iter()
                 .filter(|(id, c)| c.usable >= head.size && !out.iter().any(|r| r.clique == **id))
-                .map(|(&id, c)| (head.size.saturating_sub(self.free_for(c, head.domain)), self.str(id), id))
+                .map(|(&id, c)| (self.free_for(c, head.domain), self.str(id), id))
+                .filter(|&(free, _, _)| !fits_now || free >= head.size)
+                .map(|(free, name, id)| (head.size.saturating_sub(free), free.saturating_sub(head.size), name, id))
                 .min();
-            if let Some((_, _, clique)) = best {
+            if let Some((_, _, _, clique)) = best {
                 out.push(Reservation {
                     domain: head.domain,
                     clique,
@@ -234,15 +325,24 @@ mod tests {
         let r = f.v.reservations();
         assert_eq!(r.len(), 1, "a domain that can start now (4 of a's 5 free) needs none");
         assert_eq!(f.v.str(r[0].domain), "uid-older", "same priority: the oldest");
-        // The head of a class that can start now holds nothing, and no younger domain of its
-        // class takes its place: that clique would be held against the head itself.
+        // The head of a class that can start now holds the clique it fits, so nothing takes its
+        // trays first, and no younger domain of its class takes its place.
         let mut f = fixture();
         waiting(&mut f, "first", 5, MIN / 2, 0);
         waiting(&mut f, "second", 7, MIN, 0);
+        waiting(&mut f, "other", 2, 9 * MIN + MIN / 2, 0);
         f.v.now_ms = 10 * MIN;
-        assert!(f.v.reservations().is_empty(), "first (5) fits a's 5 free trays: no reservation in 5-8");
+        let r = f.v.reservations();
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert_eq!((f.v.str(r[0].domain), f.v.str(r[0].clique)), ("uid-first", clique(1).as_str()), "first fits a's 5");
         let (code, reason) = f.decide("ns", "first-0", 10 * MIN);
         assert_eq!(code, Code::Success, "{reason}");
+        // A younger domain may not take a's trays from under it (3 + 2 > 8 - 5); b is open.
+        let key = f.id("ns/other-0");
+        let d = f.v.pre_filter(key, &[], 10 * MIN);
+        let a = d.cliques.iter().find(|c| f.v.str(c.clique) == clique(1)).unwrap();
+        assert_eq!(a.verdict.code, Code::Unschedulable, "{}", d.reason(a.verdict));
+        assert_eq!(d.status.code, Code::Success);
     }
 
     #[test]
@@ -332,5 +432,127 @@ mod tests {
         assert!(reason.contains("an NVLink clique is reserved for it (first of its size class"), "{reason}");
         let own = f.v.reservations().into_iter().find(|r| f.v.str(r.domain) == "uid-big").unwrap();
         assert_eq!(f.v.str(own.clique), clique(1));
+    }
+
+    /// `ends` gives, per tray of `rack` from the first, a running 1-tray domain `<rack>-t<i>`
+    /// started at one minute that the kubelet ends at that time (none: no deadline).
+    fn timed(f: &mut Fx, rack: &str, ends: &[Option<i64>]) {
+        for (i, end) in ends.iter().enumerate() {
+            let name = format!("{rack}-t{i}");
+            f.domain("ns", &name, &format!("uid-{name}"));
+            f.pod("ns", &format!("{name}-0"), &name, |p| {
+                p.size_hint = Some(1);
+                p.started_ms = MIN;
+                p.runtime_limit_ms = end.map(|e| e - MIN);
+            });
+            f.bind("ns", &format!("{name}-0"), &format!("{rack}-{i:02}"));
+        }
+    }
+
+    /// A waiting domain like [`waiting`] whose pods carry a runtime limit.
+    fn waiting_for(f: &mut Fx, name: &str, size: u32, created: i64, limit: Option<i64>) {
+        waiting(f, name, size, created, 0);
+        for i in 0..size {
+            f.update_pod("ns", &format!("{name}-{i}"), |p| p.runtime_limit_ms = limit);
+        }
+    }
+
+    /// The verdict code clique `id` gets in PreFilter for `ns/pod` at `now`.
+    fn clique_code(f: &mut Fx, pod: &str, id: u32, now: i64) -> Code {
+        let key = f.id(&format!("ns/{pod}"));
+        let r = f.v.pre_filter(key, &[], now);
+        r.cliques.iter().find(|c| f.v.str(c.clique) == clique(id)).map(|c| c.verdict.code).unwrap()
+    }
+
+    /// EASY backfill: with the deadlines of the pods on the reserved clique known, a domain that
+    /// would be gone by the shadow time may use it, one that runs longer may not, and one
+    /// without a deadline is held off as without runtimes.
+    #[test]
+    fn a_domain_that_ends_before_the_shadow_time_backfills_the_reserved_clique() {
+        let mut f = Fx::new(r#"{"cliqueReservationAfterSeconds": 60}"#);
+        f.rack("a", 1, 8);
+        f.rack("b", 2, 8);
+        // a: 3 busy, ending at 10, 20 and 30 minutes; b: 5 busy, no deadlines.
+        timed(&mut f, "a", &[Some(10 * MIN), Some(20 * MIN), Some(30 * MIN)]);
+        smalls(&mut f, "b", 5);
+        waiting(&mut f, "big", 7, MIN, 0);
+        f.v.now_ms = 3 * MIN;
+        let r = f.v.reservations();
+        assert_eq!((r.len(), f.v.str(r[0].clique)), (1, clique(1).as_str()));
+        let c = f.v.cliques[&r[0].clique].clone();
+        assert_eq!(f.v.shadow(&r[0], &c), Some((20 * MIN, 7)), "big needs 2 of the 3 freed: by 20 min");
+        // (Created a second ago, so none of them heads its class and holds b.) Ends by 3 + 5 =
+        // 8 minutes: before the shadow time.
+        waiting_for(&mut f, "quick", 2, 3 * MIN - 1_000, Some(5 * MIN));
+        assert_eq!(clique_code(&mut f, "quick-0", 1, 3 * MIN), Code::Success);
+        // 3 + 30 minutes: past it, and no tray to spare at 20 minutes (5 + 2 - 7 = 0).
+        waiting_for(&mut f, "long", 2, 3 * MIN - 1_000, Some(30 * MIN));
+        assert_eq!(clique_code(&mut f, "long-0", 1, 3 * MIN), Code::Unschedulable);
+        waiting_for(&mut f, "unbounded", 2, 3 * MIN - 1_000, None);
+        assert_eq!(clique_code(&mut f, "unbounded-0", 1, 3 * MIN), Code::Unschedulable);
+        // quick starts on a: the reserved domain's shadow time does not move.
+        for (i, node) in ["a-03", "a-04"].into_iter().enumerate() {
+            f.bind("ns", &format!("quick-{i}"), node);
+            f.update_pod("ns", &format!("quick-{i}"), |p| p.started_ms = 3 * MIN);
+        }
+        let r = f.v.reservations();
+        let c = f.v.cliques[&r[0].clique].clone();
+        assert_eq!(f.v.shadow(&r[0], &c), Some((20 * MIN, 7)));
+        // One pod of quick without its deadline: the domain's end is unknown.
+        f.update_pod("ns", "long-1", |p| p.runtime_limit_ms = None);
+        let long = f.id("uid-long");
+        assert_eq!(f.v.domain_ends_by(long), None);
+    }
+
+    /// EASY backfill's second rule: a domain of any runtime may take the trays that will be free
+    /// at the shadow time beyond the reserved domain's size.
+    #[test]
+    fn trays_spare_at_the_shadow_time_backfill_whatever_the_runtime() {
+        let mut f = Fx::new(r#"{"cliqueReservationAfterSeconds": 60}"#);
+        f.rack("a", 1, 8);
+        f.rack("b", 2, 8);
+        // big needs 2 of a's 3 busy; two end at 20 minutes, so 8 are free then: 1 to spare.
+        timed(&mut f, "a", &[Some(10 * MIN), Some(20 * MIN), Some(20 * MIN)]);
+        smalls(&mut f, "b", 8);
+        waiting(&mut f, "big", 7, MIN, 0);
+        waiting_for(&mut f, "one", 1, 2 * MIN, None);
+        waiting_for(&mut f, "two", 2, 2 * MIN, None);
+        let (code, reason) = f.decide("ns", "one-0", 3 * MIN);
+        assert_eq!(code, Code::Success, "{reason}");
+        let (code, reason) = f.decide("ns", "two-0", 3 * MIN);
+        assert_eq!(code, Code::Unschedulable, "7 + 2 > 8");
+        assert!(reason.contains("a clique reserved for a domain waiting longer is not used"), "{reason}");
+        // Without deadlines on a's trays, only the rule without runtimes holds: 3 held,
+        // 3 + 1 > 8 - 7.
+        let mut f = Fx::new(r#"{"cliqueReservationAfterSeconds": 60}"#);
+        f.rack("a", 1, 8);
+        f.rack("b", 2, 8);
+        timed(&mut f, "a", &[Some(10 * MIN), None, None]);
+        smalls(&mut f, "b", 8);
+        waiting(&mut f, "big", 7, MIN, 0);
+        waiting_for(&mut f, "one", 1, 2 * MIN, Some(MIN));
+        let (code, _) = f.decide("ns", "one-0", 3 * MIN);
+        assert_eq!(code, Code::Unschedulable, "no shadow time: nothing backfills");
+        let r = f.v.reservations();
+        let c = f.v.cliques[&r[0].clique].clone();
+        assert_eq!(f.v.shadow(&r[0], &c), None);
+    }
+
+    /// A tray's end counts every pod that keeps it busy: a plain GPU pod without a deadline on
+    /// a reserved clique's tray leaves that tray without a known end; a CPU pod does not count.
+    #[test]
+    fn a_plain_pod_without_a_deadline_keeps_its_tray_unknown() {
+        let mut f = Fx::new(r#"{"cliqueReservationAfterSeconds": 60}"#);
+        f.rack("a", 1, 8);
+        timed(&mut f, "a", &[Some(10 * MIN), Some(20 * MIN), Some(30 * MIN)]);
+        f.plain("ns", "cpu", "a-00", 0, 0);
+        waiting(&mut f, "big", 7, MIN, 0);
+        f.v.now_ms = 3 * MIN;
+        let r = f.v.reservations();
+        let c = f.v.cliques[&r[0].clique].clone();
+        assert_eq!(f.v.shadow(&r[0], &c), Some((20 * MIN, 7)), "a CPU pod frees nothing and holds nothing");
+        f.plain("ns", "gpu", "a-01", 4, 0);
+        let c = f.v.cliques[&r[0].clique].clone();
+        assert_eq!(f.v.shadow(&r[0], &c), Some((30 * MIN, 7)), "a-01 has no known end: the 2nd end is a-02's");
     }
 }

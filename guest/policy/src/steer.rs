@@ -77,7 +77,7 @@ impl View {
                     self.promised_to(id)
                 ))
             } else {
-                reserved.filter(|x| gpus && !x.admits(c, self.free_for(c, x.domain), 1)).map(|x| {
+                reserved.filter(|x| gpus && !self.backfills(x, c, 1, None)).map(|x| {
                     format!(
                         "NVLink clique {} is reserved for {}, first of its size class; a pod without a ComputeDomain may use a tray already in use there, or another clique",
                         self.str(id),

@@ -49,6 +49,8 @@ struct PodContrib {
     created_ms: i64,
     /// `spec.priority`.
     priority: i32,
+    /// How long after it starts the pod is gone at the latest (none without a deadline).
+    runtime_limit_ms: Option<i64>,
 }
 
 /// Per-ComputeDomain aggregates.
@@ -68,6 +70,8 @@ pub(crate) struct Domain {
     pub created: BTreeMap<i64, u32>,
     /// Priorities of its pods (priority -> pods).
     pub priorities: BTreeMap<i32, u32>,
+    /// Runtime limits of its pods (limit, none for a pod without a deadline -> pods).
+    pub limits: BTreeMap<Option<i64>, u32>,
     /// What this domain adds to a clique's `promised`.
     promise: Option<(StrId, u32)>,
 }
@@ -368,6 +372,7 @@ impl View {
             owner: e.fact.pod_group.or(e.fact.owner),
             created_ms: e.fact.created_ms,
             priority: e.fact.priority,
+            runtime_limit_ms: e.fact.runtime_limit_ms,
         }
     }
 
@@ -397,6 +402,7 @@ impl View {
         }
         bump(&mut dom.created, c.created_ms, add);
         bump(&mut dom.priorities, c.priority, add);
+        bump(&mut dom.limits, c.runtime_limit_ms, add);
     }
 
     pub(crate) fn refresh_pod_contrib(&mut self, key: StrId) {
