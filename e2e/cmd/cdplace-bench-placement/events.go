@@ -48,6 +48,7 @@ func (r *runner) arriveCD(a CDArrival) {
 		return
 	}
 	job := harness.DomainJob(r.ns, a.Name, a.Name, harness.JobSpec{Parallelism: a.Size, Completions: a.Size, GPUs: gpusPerTray}, r.cfg.Profile)
+	r.withDeadline(&job.Spec.Template.Spec, a.Lifetime)
 	if _, err := r.c.BatchV1().Jobs(r.ns).Create(r.ctx, job, metav1.CreateOptions{}); err != nil {
 		r.errorf("create Job %s: %v", a.Name, err)
 		r.cdError(rec, err)
@@ -69,7 +70,9 @@ func (r *runner) arrivePlain(a PlainArrival) {
 	r.plain[a.Name] = rec
 	r.plainOrder = append(r.plainOrder, rec)
 	r.mu.Unlock()
-	if _, err := r.c.CoreV1().Pods(r.ns).Create(r.ctx, harness.GPUPod(r.ns, a.Name, gpusPerTray, r.cfg.Profile), metav1.CreateOptions{}); err != nil {
+	pod := harness.GPUPod(r.ns, a.Name, gpusPerTray, r.cfg.Profile)
+	r.withDeadline(&pod.Spec, a.Lifetime)
+	if _, err := r.c.CoreV1().Pods(r.ns).Create(r.ctx, pod, metav1.CreateOptions{}); err != nil {
 		r.errorf("create pod %s: %v", a.Name, err)
 	}
 }

@@ -58,6 +58,7 @@ type options struct {
 	stallGrace         time.Duration
 	smoke, keepLogs    bool
 	replot             bool
+	deadlineFactor     float64
 }
 
 func main() {
@@ -81,6 +82,7 @@ func main() {
 	flag.DurationVar(&o.satGrace, "sat-grace", 2*time.Second, "a domain unbound this long makes a sample saturated")
 	flag.DurationVar(&o.stallGrace, "stall-grace", 10*time.Second, "a domain with pods bound and pods pending this long, while a clique could hold it whole, has stalled part-bound (the settle window, 5 s, plus a scheduling cycle)")
 	flag.DurationVar(&o.progress, "progress", 20*time.Second, "progress line period")
+	flag.Float64Var(&o.deadlineFactor, "deadline-factor", 0, "give every pod spec.activeDeadlineSeconds = this × its lifetime (real time) + 5 s, and a 1 s grace period, as a user who knows runtimes writes them (0: no deadlines)")
 	flag.BoolVar(&o.smoke, "smoke", false, "small and quick (CI): 1 seed, 2 racks, 16 domains, 4 plain pods, 1 failure, time scale 600, label lag 1s")
 	flag.BoolVar(&o.keepLogs, "keep-logs", false, "keep the control plane's logs")
 	flag.BoolVar(&o.replot, "replot", false, "only rewrite the CSV, charts and table from -out's placement.json (no control plane)")
@@ -145,7 +147,7 @@ func run(o options) (code int, err error) {
 	if err != nil {
 		return 2, err
 	}
-	ropts := runOptions{Scale: o.scale, LabelLag: o.labelLag, Sample: o.sample, SatGrace: o.satGrace, StallGrace: o.stallGrace, Progress: o.progress}
+	ropts := runOptions{Scale: o.scale, LabelLag: o.labelLag, Sample: o.sample, SatGrace: o.satGrace, StallGrace: o.stallGrace, Progress: o.progress, DeadlineFactor: o.deadlineFactor}
 	horizonReal := o.horizon / o.scale
 	bench := &Bench{
 		Generated: time.Now().UTC().Format(time.RFC3339), Command: strings.Join(os.Args, " "), Smoke: o.smoke,

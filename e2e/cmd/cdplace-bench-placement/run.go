@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/cdplace/cdplace/e2e/harness"
 )
@@ -31,6 +33,10 @@ type runOptions struct {
 	// scheduling cycle).
 	StallGrace time.Duration
 	Progress   time.Duration // how often a progress line is printed
+	// DeadlineFactor, when positive, gives every pod spec.activeDeadlineSeconds of this many
+	// times its lifetime (real time) plus 5 s, and a 1 s grace period (the time-scaled
+	// equivalent of a real job's 30 s): the runtime bounds EASY backfill reads.
+	DeadlineFactor float64
 	// Scheduler is the process behind the cdplace profile (its RSS and journal are sampled);
 	// nil for the baseline.
 	Scheduler *harness.Scheduler
@@ -154,6 +160,18 @@ type Sample struct {
 }
 
 func (r *runner) since(t time.Time) float64 { return t.Sub(r.start).Seconds() }
+
+// withDeadline gives pod spec ps the deadline of a pod living lifetime trace seconds, when
+// DeadlineFactor asks for deadlines. A domain's lifetime counts from its last pod's binding,
+// so the 5 s cover the spread between its first and last pod.
+func (r *runner) withDeadline(ps *corev1.PodSpec, lifetime float64) {
+	if r.opts.DeadlineFactor <= 0 {
+		return
+	}
+	secs := int64(math.Ceil(r.real(lifetime).Seconds()*r.opts.DeadlineFactor)) + 5
+	ps.ActiveDeadlineSeconds = &secs
+	ps.TerminationGracePeriodSeconds = ptr.To[int64](1)
+}
 
 func (r *runner) real(traceSecs float64) time.Duration {
 	return time.Duration(traceSecs / r.opts.Scale * float64(time.Second))
