@@ -61,6 +61,34 @@ func (p *Pod) Node() string {
 	return ""
 }
 
+// Equal reports whether two pods' facts are the same: an update that changes none of them
+// changes nothing the policy reads. Every field is compared (TestPodEqualComparesEveryField
+// fails when a field is added without it).
+func (p *Pod) Equal(o *Pod) bool {
+	if p.Namespace != o.Namespace || p.Name != o.Name || p.Terminal != o.Terminal || p.GPUs != o.GPUs ||
+		p.CreatedMs != o.CreatedMs || p.Priority != o.Priority || p.StartedMs != o.StartedMs ||
+		!samePtr(p.NodeName, o.NodeName) || !samePtr(p.NominatedNodeName, o.NominatedNodeName) ||
+		!samePtr(p.SizeHint, o.SizeHint) || !samePtr(p.PodGroup, o.PodGroup) || !samePtr(p.Owner, o.Owner) ||
+		!samePtr(p.RuntimeLimitMs, o.RuntimeLimitMs) || len(p.Claims) != len(o.Claims) {
+		return false
+	}
+	for i := range p.Claims {
+		a, b := &p.Claims[i], &o.Claims[i]
+		if a.Name != b.Name || !samePtr(a.Template, b.Template) || !samePtr(a.Claim, b.Claim) || !samePtr(a.Generated, b.Generated) {
+			return false
+		}
+	}
+	return true
+}
+
+// samePtr: both nil, or both set to equal values.
+func samePtr[T comparable](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
 // GPUDemand is what a claim spec asks of the GPU driver: a count, or all devices.
 type GPUDemand struct {
 	Count uint32 `json:"count"`

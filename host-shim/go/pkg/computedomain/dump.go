@@ -41,6 +41,7 @@ type dumpedRecord struct {
 // bytes.
 func (f *feed) dumpView() ([]byte, error) {
 	f.mu.Lock()
+	f.settleClaimsLocked()
 	out := make([]dumpedRecord, 0, len(f.records))
 	for k, r := range f.records {
 		out = append(out, dumpedRecord{Kind: k.kind.String(), Namespace: k.namespace, Name: k.name, Record: bytes.Clone(r)})

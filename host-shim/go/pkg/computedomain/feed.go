@@ -75,6 +75,15 @@ type feed struct {
 	// queued counts records queued since start (tests).
 	queued uint64
 
+	// nullClaims are the records of the claims that carry no policy fact (no domain, no GPUs:
+	// another driver's claims). Such a claim matters to the policy only as a claim of a pod in the
+	// view, so it is in the view exactly while such a pod names it: it crosses with the first of
+	// them (releaseClaimsLocked) and is removed once none is left (settleClaimsLocked, run before
+	// every flush and dump, over the claims in recheck). Pods that stay out of the view never
+	// make their claims cross.
+	nullClaims map[objKey][]byte
+	recheck    []nsName
+
 	// Facts the classification reads: claims and templates that name a domain.
 	claimDomains    map[nsName]domainRef
 	templateDomains map[nsName]domainRef
@@ -110,6 +119,7 @@ func newFeed(logger klog.Logger, cluster *cdplace.Cluster, keys facts.Keys) *fee
 		keys:            keys,
 		logger:          logger,
 		records:         map[objKey][]byte{},
+		nullClaims:      map[objKey][]byte{},
 		errored:         map[objKey]string{},
 		invalid:         map[objKey]invalidObject{},
 		versions:        map[objKey]objVersion{},
@@ -327,6 +337,7 @@ func (f *feed) flush() error {
 	f.flushMu.Lock()
 	defer f.flushMu.Unlock()
 	f.mu.Lock()
+	f.settleClaimsLocked()
 	if f.pending.Len() == 0 {
 		f.mu.Unlock()
 		return nil

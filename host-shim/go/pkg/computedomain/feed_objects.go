@@ -1,6 +1,8 @@
 package computedomain
 
 import (
+	"bytes"
+
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -73,7 +75,17 @@ func (f *feed) upsertClaim(c *resourceapi.ResourceClaim) {
 	} else {
 		f.validLocked(k)
 		f.scratch = cdplace.AppendClaim(f.scratch[:0], &fact)
-		f.putLocked(k, f.scratch)
+		switch {
+		case !claimCarriesNoFact(&fact):
+			delete(f.nullClaims, k)
+			f.putLocked(k, f.scratch)
+		case f.claimUsedInViewLocked(nsName{c.Namespace, c.Name}):
+			f.nullClaims[k] = bytes.Clone(f.scratch)
+			f.putLocked(k, f.scratch)
+		default:
+			f.nullClaims[k] = bytes.Clone(f.scratch)
+			f.removeLocked(k)
+		}
 	}
 	f.setDomainLocked(f.claimDomains, f.podsByClaim, nsName{c.Namespace, c.Name}, fact.Domain, fact.Daemon, err == nil)
 	f.mu.Unlock()
@@ -108,6 +120,7 @@ func (f *feed) deleteClaimLike(kind cdplace.Kind, namespace, name string, uid ty
 	f.validLocked(k)
 	f.buryLocked(k, uid)
 	f.removeLocked(k)
+	delete(f.nullClaims, k)
 	if kind == cdplace.KindResourceClaim {
 		f.setDomainLocked(f.claimDomains, f.podsByClaim, nsName{namespace, name}, nil, false, false)
 	} else {
@@ -115,6 +128,55 @@ func (f *feed) deleteClaimLike(kind cdplace.Kind, namespace, name string, uid ty
 	}
 	f.mu.Unlock()
 	f.flushIfFull()
+}
+
+// claimCarriesNoFact reports whether a claim is nothing to the policy but a name its pods use:
+// no ComputeDomain, no demand on the GPU driver and no GPU allocated (another driver's claim).
+func claimCarriesNoFact(c *facts.Claim) bool {
+	return c.Domain == nil && c.GPUs == (facts.GPUDemand{}) && (c.AllocatedGPUs == nil || *c.AllocatedGPUs == 0)
+}
+
+// claimUsedInViewLocked reports whether a pod of the view names the claim.
+func (f *feed) claimUsedInViewLocked(claim nsName) bool {
+	for pod := range f.podsByClaim[claim] {
+		if f.hasLocked(podKey(pod)) {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseClaimsLocked sends the fact-less claims of a pod about to enter the view, ahead of it.
+func (f *feed) releaseClaimsLocked(e *podEntry) {
+	for _, c := range e.claims {
+		k := objKey{kind: cdplace.KindResourceClaim, namespace: c.namespace, name: c.name}
+		if rec, ok := f.nullClaims[k]; ok {
+			f.putLocked(k, rec)
+		}
+	}
+}
+
+// recheckClaimsLocked notes the claims of a pod that is leaving the view, or stops naming them.
+func (f *feed) recheckClaimsLocked(e *podEntry) {
+	f.recheck = append(f.recheck, e.claims...)
+	if len(f.recheck) > recheckMax {
+		f.settleClaimsLocked()
+	}
+}
+
+// recheckMax bounds recheck between flushes.
+const recheckMax = 4096
+
+// settleClaimsLocked removes from the view the fact-less claims in recheck that no pod of the
+// view names any more.
+func (f *feed) settleClaimsLocked() {
+	for _, c := range f.recheck {
+		k := objKey{kind: cdplace.KindResourceClaim, namespace: c.namespace, name: c.name}
+		if _, null := f.nullClaims[k]; null && !f.claimUsedInViewLocked(c) {
+			f.removeLocked(k)
+		}
+	}
+	f.recheck = f.recheck[:0]
 }
 
 // setDomainLocked records the domain a claim or template names; when that changes (or the

@@ -63,10 +63,14 @@ func (f *feed) upsertPod(p *v1.Pod) {
 	}
 	fact, err := f.podFactOf(p)
 	f.mu.Lock()
-	if err != nil {
+	switch e := f.pods[key]; {
+	case err != nil:
 		f.untrackLocked(key)
 		f.failedLocked(podKey(key), err, p, f.podDomainLocked(p.Namespace, facts.PodClaims(p)))
-	} else {
+	case e != nil && f.sameUIDLocked(podKey(key), p.UID) && e.fact.Equal(&fact):
+		// No fact changed (a condition, a heartbeat, an annotation): nothing to re-file or send.
+		// A pod that failed to parse has no entry, so an entry here is a valid one.
+	default:
 		f.validLocked(podKey(key))
 		f.syncPodLocked(f.trackLocked(key, fact))
 	}
@@ -89,61 +93,97 @@ func (f *feed) deletePod(namespace, name string, uid types.UID) {
 	f.flushIfFull()
 }
 
-// trackLocked files the pod's latest facts and indexes.
+// trackLocked files the pod's latest facts and indexes; an index entry is touched only where
+// the pod's node, claims or templates changed (most updates change one of them, or none).
 func (f *feed) trackLocked(key nsName, fact facts.Pod) *podEntry {
 	e := f.pods[key]
 	if e == nil {
 		e = &podEntry{}
 		f.pods[key] = e
-	} else {
-		f.unindexLocked(key, e)
+	}
+	if node := fact.Node(); node != e.node {
+		if e.node != "" {
+			dropIndex(f.podsByNode, e.node, key)
+		}
+		if node != "" {
+			addIndex(f.podsByNode, node, key)
+		}
+		e.node = node
+	}
+	if !sameRefs(e, &fact) {
+		if f.hasLocked(podKey(key)) {
+			f.recheckClaimsLocked(e)
+		}
+		for _, c := range e.claims {
+			dropIndex(f.podsByClaim, c, key)
+		}
+		for _, t := range e.templates {
+			dropIndex(f.podsByTemplate, t, key)
+		}
+		e.claims, e.templates = e.claims[:0], e.templates[:0]
+		for i := range fact.Claims {
+			c := &fact.Claims[i]
+			if name := claimName(c); name != "" {
+				e.claims = append(e.claims, nsName{fact.Namespace, name})
+			}
+			if c.Template != nil {
+				e.templates = append(e.templates, nsName{fact.Namespace, *c.Template})
+			}
+		}
+		for _, c := range e.claims {
+			addIndex(f.podsByClaim, c, key)
+		}
+		for _, t := range e.templates {
+			addIndex(f.podsByTemplate, t, key)
+		}
 	}
 	e.fact = fact
-	e.node = fact.Node()
-	e.claims, e.templates = e.claims[:0], e.templates[:0]
+	return e
+}
+
+// sameRefs reports whether the claims and templates a pod's facts name are those it is filed
+// under.
+func sameRefs(e *podEntry, fact *facts.Pod) bool {
+	nc, nt := 0, 0
 	for i := range fact.Claims {
 		c := &fact.Claims[i]
 		if name := claimName(c); name != "" {
-			e.claims = append(e.claims, nsName{fact.Namespace, name})
+			if nc >= len(e.claims) || e.claims[nc] != (nsName{fact.Namespace, name}) {
+				return false
+			}
+			nc++
 		}
 		if c.Template != nil {
-			e.templates = append(e.templates, nsName{fact.Namespace, *c.Template})
+			if nt >= len(e.templates) || e.templates[nt] != (nsName{fact.Namespace, *c.Template}) {
+				return false
+			}
+			nt++
 		}
 	}
-	f.indexLocked(key, e)
-	return e
+	return nc == len(e.claims) && nt == len(e.templates)
 }
 
 func (f *feed) untrackLocked(key nsName) {
 	if e := f.pods[key]; e != nil {
+		if f.hasLocked(podKey(key)) {
+			f.recheckClaimsLocked(e)
+		}
 		f.unindexLocked(key, e)
 		f.linkOwnerLocked(key, e, "")
 		delete(f.pods, key)
 	}
 }
 
-// indexLocked adds the pod to the indexes by its node, claims and templates; unindexLocked drops
-// it from them.
-func (f *feed) indexLocked(key nsName, e *podEntry)   { f.updateIndexesLocked(key, e, true) }
-func (f *feed) unindexLocked(key nsName, e *podEntry) { f.updateIndexesLocked(key, e, false) }
-
-func (f *feed) updateIndexesLocked(key nsName, e *podEntry, add bool) {
+// unindexLocked drops the pod from the indexes by its node, claims and templates.
+func (f *feed) unindexLocked(key nsName, e *podEntry) {
 	if e.node != "" {
-		updateIndex(f.podsByNode, e.node, key, add)
+		dropIndex(f.podsByNode, e.node, key)
 	}
 	for _, c := range e.claims {
-		updateIndex(f.podsByClaim, c, key, add)
+		dropIndex(f.podsByClaim, c, key)
 	}
 	for _, t := range e.templates {
-		updateIndex(f.podsByTemplate, t, key, add)
-	}
-}
-
-func updateIndex[K comparable](m map[K]map[nsName]struct{}, k K, pod nsName, add bool) {
-	if add {
-		addIndex(m, k, pod)
-	} else {
-		dropIndex(m, k, pod)
+		dropIndex(f.podsByTemplate, t, key)
 	}
 }
 
@@ -183,6 +223,7 @@ func (f *feed) syncPodLocked(e *podEntry) {
 	key := objKey{kind: cdplace.KindPod, namespace: e.fact.Namespace, name: e.fact.Name}
 	pod := nsName{e.fact.Namespace, e.fact.Name}
 	if f.relevantLocked(e) {
+		f.releaseClaimsLocked(e)
 		f.scratch = cdplace.AppendPod(f.scratch[:0], &e.fact)
 		f.putLocked(key, f.scratch)
 		owner := ""
@@ -191,6 +232,9 @@ func (f *feed) syncPodLocked(e *podEntry) {
 		}
 		f.linkOwnerLocked(pod, e, owner)
 	} else {
+		if f.hasLocked(key) {
+			f.recheckClaimsLocked(e)
+		}
 		f.removeLocked(key)
 		f.linkOwnerLocked(pod, e, "")
 	}
@@ -302,6 +346,7 @@ func (f *feed) placeable(p *v1.Pod, node string, assume bool) (bool, error) {
 	} else if !f.hasLocked(podKey(key)) {
 		// For one preemption dry run: sent as it is, removed by its next update if it does not
 		// qualify by then.
+		f.releaseClaimsLocked(e)
 		f.scratch = cdplace.AppendPod(f.scratch[:0], &e.fact)
 		f.putLocked(podKey(key), f.scratch)
 	}

@@ -9,6 +9,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
 
@@ -105,6 +107,12 @@ func TestOnlyFactChangesCross(t *testing.T) {
 		}), 0},
 		{"ComputeDomain status", touched(computeDomain("cd", "uid-cd", 2), func(u *unstructured.Unstructured) {
 			_ = unstructured.SetNestedField(u.Object, "Ready", "status", "status")
+		}), 0},
+		{"another driver's claim, added", otherDriverClaim("nic-2"), 0},
+		{"another driver's claim, allocated", touched(otherDriverClaim("nic-2"), func(c *resourceapi.ResourceClaim) {
+			c.ResourceVersion = "4"
+			c.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
+				Results: []resourceapi.DeviceRequestAllocationResult{{Request: "gpu", Driver: "nic.example.com", Pool: "a-00", Device: "nic-0"}}}}
 		}), 0},
 		// Controls: real changes cross, once each.
 		{"GPU slice: one more device", gpuSlice("a-00-gpu", "gpu.nvidia.com", "a-00", 3), 1},
@@ -233,4 +241,75 @@ func TestARepublishedPoolCountsOnce(t *testing.T) {
 	e.plugin.feed.deleteObject(cdplace.KindResourceSlice, "", "gen-2b", "")
 	e.apply()
 	filter("generation 2 gone: generation 1 counts again", fwk.Success, "")
+}
+
+// otherDriverClaim is a claim on another driver's device class: no domain, no GPUs.
+func otherDriverClaim(name string) *resourceapi.ResourceClaim {
+	c := gpuClaim(name)
+	c.UID = types.UID("uid-" + name)
+	c.ResourceVersion = "3"
+	c.Spec.Devices.Requests[0].Exactly.DeviceClassName = "nic.example.com"
+	return c
+}
+
+func (f *feed) claimInView(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.settleClaimsLocked()
+	return f.hasLocked(objKey{kind: cdplace.KindResourceClaim, namespace: ns, name: name})
+}
+
+// Another driver's claim carries no policy fact: it is in the view exactly while a pod of the
+// view names it (the policy reads a pod's claims, and a pod naming a claim the view lacks is an
+// error), crossing with that pod and leaving after it; the view is then what a feed that only
+// ever saw the final objects holds.
+func TestAnotherDriversClaimIsInTheViewOnlyWithAPodOfTheView(t *testing.T) {
+	nodes := rack("a", 1, 2)
+	pending := withClaim(makePod("dra", "", 0), "nic")
+	pending.ResourceVersion = "10"
+	e := newEnv(t, "", nodes, nil, otherDriverClaim("nic"), pending)
+	f := e.plugin.feed
+	e.apply()
+	if f.podInView(ns, "dra") || f.claimInView("nic") {
+		t.Fatal("a pending pod and its other-driver claim are not sent")
+	}
+	viewAs := func(objs ...runtime.Object) []byte {
+		fresh := newEnv(t, "", rack("a", 1, 2), nil, objs...)
+		fresh.apply()
+		b, err := fresh.plugin.feed.dumpView()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	dump := func() []byte {
+		b, err := f.dumpView()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+
+	bound := boundTo(pending.DeepCopy(), "a-00")
+	bound.ResourceVersion = "11"
+	crossed := e.plugin.Cluster().Crossings()
+	e.apply(bound)
+	if !f.podInView(ns, "dra") || !f.claimInView("nic") {
+		t.Fatal("a DRA pod on a tray is in the view, and so is the claim it names")
+	}
+	if got := e.plugin.Cluster().Crossings() - crossed; got != 1 {
+		t.Fatalf("the pod and its claim cross together: %d crossings", got)
+	}
+	if got, want := dump(), viewAs(otherDriverClaim("nic"), bound.DeepCopy()); string(got) != string(want) {
+		t.Fatalf("view after binding:\n%s\nwant:\n%s", got, want)
+	}
+
+	f.deletePod(ns, "dra", bound.UID)
+	e.apply()
+	if f.claimInView("nic") {
+		t.Fatal("the claim leaves the view with the last pod of the view that names it")
+	}
+	if got, want := dump(), viewAs(otherDriverClaim("nic")); string(got) != string(want) {
+		t.Fatalf("view after the pod's deletion:\n%s\nwant:\n%s", got, want)
+	}
 }

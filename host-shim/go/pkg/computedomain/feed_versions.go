@@ -110,18 +110,14 @@ func (f *feed) admitLocked(k objKey, meta metav1.Object, keep bool) error {
 	if uid == "" {
 		return nil
 	}
-	object := k.kind.String() + " " + k.namespace + "/" + k.name
-	if !k.kind.Namespaced() {
-		object = k.kind.String() + " " + k.name
-	}
 	if f.tombs.has(uid, f.now()) {
 		f.logger.V(4).Info("ComputeDomainPlacement: dropped an upsert of a deleted object", "kind", k.kind.String(), "object", klog.KRef(k.namespace, k.name), "uid", uid)
-		return &facts.Error{Object: object, Field: "metadata.uid",
+		return &facts.Error{Object: k.describe(), Field: "metadata.uid",
 			Reason: "the object was deleted (uid " + string(uid) + "); this copy of it is stale"}
 	}
 	if v, ok := f.versions[k]; ok && v.uid == uid && olderVersion(rv, v.rv) {
 		f.logger.V(4).Info("ComputeDomainPlacement: dropped an older version of an object", "kind", k.kind.String(), "object", klog.KRef(k.namespace, k.name), "resourceVersion", rv, "held", v.rv)
-		return &facts.Error{Object: object, Field: "metadata.resourceVersion",
+		return &facts.Error{Object: k.describe(), Field: "metadata.resourceVersion",
 			Reason: "resourceVersion " + rv + " is older than the view's " + v.rv + "; this copy of it is stale"}
 	}
 	if keep {
@@ -130,6 +126,15 @@ func (f *feed) admitLocked(k objKey, meta metav1.Object, keep bool) error {
 		delete(f.versions, k)
 	}
 	return nil
+}
+
+// describe names the object in an error: "<Kind> <namespace>/<name>", "<Kind> <name>" when
+// cluster-scoped. Built only on the error path: admitLocked runs on every informer event.
+func (k objKey) describe() string {
+	if !k.kind.Namespaced() {
+		return k.kind.String() + " " + k.name
+	}
+	return k.kind.String() + " " + k.namespace + "/" + k.name
 }
 
 // sameUIDLocked reports whether the view's version of k has this UID (or either is unknown).
