@@ -27,6 +27,9 @@ type podEntry struct {
 	pinned bool
 	// assumed: Reserve counted it on a node.
 	assumed bool
+	// probed: sent as it was for one preemption dry run (placeable), to be re-evaluated by its
+	// next update, whatever that changes.
+	probed bool
 	// ownerKey is the owner key it is filed under in podsByOwner ("" while not in the view).
 	ownerKey string
 }
@@ -67,7 +70,7 @@ func (f *feed) upsertPod(p *v1.Pod) {
 	case err != nil:
 		f.untrackLocked(key)
 		f.failedLocked(podKey(key), err, p, f.podDomainLocked(p.Namespace, facts.PodClaims(p)))
-	case e != nil && f.sameUIDLocked(podKey(key), p.UID) && e.fact.Equal(&fact):
+	case e != nil && !e.probed && f.sameUIDLocked(podKey(key), p.UID) && e.fact.Equal(&fact):
 		// No fact changed (a condition, a heartbeat, an annotation): nothing to re-file or send.
 		// A pod that failed to parse has no entry, so an entry here is a valid one.
 	default:
@@ -222,6 +225,7 @@ func (f *feed) relevantLocked(e *podEntry) bool {
 func (f *feed) syncPodLocked(e *podEntry) {
 	key := objKey{kind: cdplace.KindPod, namespace: e.fact.Namespace, name: e.fact.Name}
 	pod := nsName{e.fact.Namespace, e.fact.Name}
+	e.probed = false
 	if f.relevantLocked(e) {
 		f.releaseClaimsLocked(e)
 		f.scratch = cdplace.AppendPod(f.scratch[:0], &e.fact)
@@ -349,6 +353,7 @@ func (f *feed) placeable(p *v1.Pod, node string, assume bool) (bool, error) {
 		f.releaseClaimsLocked(e)
 		f.scratch = cdplace.AppendPod(f.scratch[:0], &e.fact)
 		f.putLocked(podKey(key), f.scratch)
+		e.probed = true
 	}
 	return true, nil
 }

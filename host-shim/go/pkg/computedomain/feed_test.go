@@ -313,3 +313,29 @@ func TestAnotherDriversClaimIsInTheViewOnlyWithAPodOfTheView(t *testing.T) {
 		t.Fatalf("view after the pod's deletion:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// A pod sent for one preemption dry run (placeable without assume) leaves the view at its next
+// update when it does not qualify, even one that changes none of its facts.
+func TestADryRunPodLeavesTheViewAtItsNextUpdate(t *testing.T) {
+	pending := makePod("gpu", "", 4)
+	pending.ResourceVersion = "5"
+	e := newEnv(t, "", rack("a", 1, 2), nil, pending)
+	f := e.plugin.feed
+	e.apply()
+	if f.podInView(ns, "gpu") {
+		t.Fatal("a pending plain pod is not sent")
+	}
+	if counts, err := f.placeable(pending, "a-00", false); !counts || err != nil {
+		t.Fatalf("placeable on a tray: %v, %v", counts, err)
+	}
+	if !f.podInView(ns, "gpu") {
+		t.Fatal("the dry run sends the pod")
+	}
+	e.apply(touched(pending.DeepCopy(), func(p *v1.Pod) {
+		p.ResourceVersion = "6"
+		p.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionFalse}}
+	}))
+	if f.podInView(ns, "gpu") {
+		t.Fatal("its next update, though it changes no fact, re-evaluates it: still pending, it leaves")
+	}
+}
