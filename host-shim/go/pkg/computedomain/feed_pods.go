@@ -117,12 +117,7 @@ func (f *feed) trackLocked(key nsName, fact facts.Pod) *podEntry {
 		if f.hasLocked(podKey(key)) {
 			f.recheckClaimsLocked(e)
 		}
-		for _, c := range e.claims {
-			dropIndex(f.podsByClaim, c, key)
-		}
-		for _, t := range e.templates {
-			dropIndex(f.podsByTemplate, t, key)
-		}
+		f.dropRefsLocked(key, e)
 		e.claims, e.templates = e.claims[:0], e.templates[:0]
 		for i := range fact.Claims {
 			c := &fact.Claims[i]
@@ -182,6 +177,11 @@ func (f *feed) unindexLocked(key nsName, e *podEntry) {
 	if e.node != "" {
 		dropIndex(f.podsByNode, e.node, key)
 	}
+	f.dropRefsLocked(key, e)
+}
+
+// dropRefsLocked drops the pod from the indexes by its claims and templates.
+func (f *feed) dropRefsLocked(key nsName, e *podEntry) {
 	for _, c := range e.claims {
 		dropIndex(f.podsByClaim, c, key)
 	}
