@@ -75,16 +75,18 @@ func (f *feed) upsertClaim(c *resourceapi.ResourceClaim) {
 	} else {
 		f.validLocked(k)
 		f.scratch = cdplace.AppendClaim(f.scratch[:0], &fact)
-		switch {
-		case !claimCarriesNoFact(&fact):
+		if !claimCarriesNoFact(&fact) {
 			delete(f.nullClaims, k)
 			f.putLocked(k, f.scratch)
-		case f.claimUsedInViewLocked(nsName{c.Namespace, c.Name}):
-			f.nullClaims[k] = bytes.Clone(f.scratch)
-			f.putLocked(k, f.scratch)
-		default:
-			f.nullClaims[k] = bytes.Clone(f.scratch)
-			f.removeLocked(k)
+		} else {
+			if last, ok := f.nullClaims[k]; !ok || !bytes.Equal(last, f.scratch) {
+				f.nullClaims[k] = bytes.Clone(f.scratch)
+			}
+			if f.claimUsedInViewLocked(nsName{c.Namespace, c.Name}) {
+				f.putLocked(k, f.scratch)
+			} else {
+				f.removeLocked(k)
+			}
 		}
 	}
 	f.setDomainLocked(f.claimDomains, f.podsByClaim, nsName{c.Namespace, c.Name}, fact.Domain, fact.Daemon, err == nil)
@@ -149,7 +151,7 @@ func (f *feed) claimUsedInViewLocked(claim nsName) bool {
 // releaseClaimsLocked sends the fact-less claims of a pod about to enter the view, ahead of it.
 func (f *feed) releaseClaimsLocked(e *podEntry) {
 	for _, c := range e.claims {
-		k := objKey{kind: cdplace.KindResourceClaim, namespace: c.namespace, name: c.name}
+		k := claimKey(c)
 		if rec, ok := f.nullClaims[k]; ok {
 			f.putLocked(k, rec)
 		}
@@ -171,7 +173,7 @@ const recheckMax = 4096
 // view names any more.
 func (f *feed) settleClaimsLocked() {
 	for _, c := range f.recheck {
-		k := objKey{kind: cdplace.KindResourceClaim, namespace: c.namespace, name: c.name}
+		k := claimKey(c)
 		if _, null := f.nullClaims[k]; null && !f.claimUsedInViewLocked(c) {
 			f.removeLocked(k)
 		}

@@ -38,6 +38,10 @@ func podKey(k nsName) objKey {
 	return objKey{kind: cdplace.KindPod, namespace: k.namespace, name: k.name}
 }
 
+func claimKey(k nsName) objKey {
+	return objKey{kind: cdplace.KindResourceClaim, namespace: k.namespace, name: k.name}
+}
+
 func (f *feed) upsertPod(p *v1.Pod) {
 	key := nsName{p.Namespace, p.Name}
 	uses := facts.UsesGPUsOrClaims(p, f.keys)

@@ -256,7 +256,7 @@ func (f *feed) claimInView(name string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.settleClaimsLocked()
-	return f.hasLocked(objKey{kind: cdplace.KindResourceClaim, namespace: ns, name: name})
+	return f.hasLocked(claimKey(nsName{ns, name}))
 }
 
 // Another driver's claim carries no policy fact: it is in the view exactly while a pod of the
