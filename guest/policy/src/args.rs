@@ -85,6 +85,12 @@ pub struct Args {
     /// gets one clique reserved; other domains and plain GPU pods only backfill it. 0: never.
     #[serde(default = "default_reservation_after")]
     pub clique_reservation_after_seconds: u32,
+    /// How many waiting domains of each size class (first by priority, then age) hold a
+    /// reservation at once, each on its own clique: the reservation depth of batch schedulers.
+    /// 1 serves the large classes one drain at a time; more lets several cliques drain for them
+    /// at once, which starts more large domains and costs small ones where runtimes are unknown.
+    #[serde(default = "default_reservation_depth")]
+    pub clique_reservation_depth: u32,
 
     // Host fields: the host applies them, the policy validates them (one validator for the
     // whole schema, one place for the defaults).
@@ -111,6 +117,10 @@ pub const MAX_SIZE_SETTLE_SECONDS: u32 = 600;
 pub const DEFAULT_RESERVATION_AFTER_SECONDS: u32 = 60;
 /// Largest `cliqueReservationAfterSeconds` accepted (one day).
 pub const MAX_RESERVATION_AFTER_SECONDS: u32 = 86_400;
+/// `cliqueReservationDepth` when unset.
+pub const DEFAULT_RESERVATION_DEPTH: u32 = 1;
+/// Largest `cliqueReservationDepth` accepted.
+pub const MAX_RESERVATION_DEPTH: u32 = 64;
 /// `guestCallTimeout` when unset.
 pub const DEFAULT_CALL_TIMEOUT_MS: u32 = 2_000;
 /// `guestMemoryLimitMiB` when unset.
@@ -141,6 +151,9 @@ fn default_max_trays() -> u32 {
 }
 fn default_reservation_after() -> u32 {
     DEFAULT_RESERVATION_AFTER_SECONDS
+}
+fn default_reservation_depth() -> u32 {
+    DEFAULT_RESERVATION_DEPTH
 }
 fn default_true() -> bool {
     true
@@ -237,6 +250,15 @@ impl Args {
                 "cliqueReservationAfterSeconds",
                 &self.clique_reservation_after_seconds.to_string(),
                 &format!("must be at most {MAX_RESERVATION_AFTER_SECONDS} (0 turns reservations off)"),
+            ));
+        }
+        if !(1..=MAX_RESERVATION_DEPTH).contains(&self.clique_reservation_depth) {
+            return Err(bad(
+                "cliqueReservationDepth",
+                &self.clique_reservation_depth.to_string(),
+                &format!(
+                    "must be between 1 and {MAX_RESERVATION_DEPTH} (cliqueReservationAfterSeconds: 0 turns reservations off)"
+                ),
             ));
         }
         match parse_duration_ms(&self.guest_call_timeout) {
@@ -418,5 +440,17 @@ mod tests {
             e.to_string(),
             "invalid plugin args: guestMemoryLimitMiB: Invalid value: \"8\": must be between 16 and 65536"
         );
+    }
+
+    #[test]
+    fn clique_reservation_depth() {
+        assert_eq!(Args::default().clique_reservation_depth, DEFAULT_RESERVATION_DEPTH);
+        assert_eq!(Args::parse(r#"{"cliqueReservationDepth":64}"#).unwrap().clique_reservation_depth, 64);
+        let e = Args::parse(r#"{"cliqueReservationDepth":0}"#).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid plugin args: cliqueReservationDepth: Invalid value: \"0\": must be between 1 and 64 (cliqueReservationAfterSeconds: 0 turns reservations off)"
+        );
+        assert!(Args::parse(r#"{"cliqueReservationDepth":65}"#).is_err());
     }
 }

@@ -348,15 +348,17 @@ impl View {
             if !held_for.is_empty() {
                 reserve_note.push_str(" (a clique reserved for a domain waiting longer is not used)");
             }
-            if reservations.iter().any(|x| x.domain == m.domain) {
+            let own = reservations.iter().find(|x| x.domain == m.domain);
+            if let Some(own) = own {
                 // Which clique moves as trays free up; the domain's Waiting Event names it.
-                reserve_note.push_str(
-                    "; an NVLink clique is reserved for it (first of its size class; the ComputeDomain's Waiting Event names it): it starts there once enough trays free up",
-                );
+                reserve_note.push_str(&format!(
+                    "; an NVLink clique is reserved for it ({}; the ComputeDomain's Waiting Event names it): it starts there once enough trays free up",
+                    own.place_text()
+                ));
             }
             let largest = self.cliques.values().map(|c| c.usable).max().unwrap_or(0);
             let sized = self.size_text(m.domain, &size);
-            let own = reservations.iter().find(|x| x.domain == m.domain).map(|x| x.clique);
+            let own = own.map(|x| (x.clique, x.rank));
             let mut why = Pending::new(PendingReason::WaitingForTrays, Verdict::SUCCESS);
             why.needed = remaining;
             why.reserved = own;
@@ -468,8 +470,9 @@ impl View {
                 (_, Some(res)) => r.verdict(
                     Code::Unschedulable,
                     format!(
-                        "NVLink clique is reserved for {}, first of its size class; other domains may only backfill trays it will not need",
-                        self.reservation_text(res)
+                        "NVLink clique is reserved for {}, {}; other domains may only backfill trays it will not need",
+                        self.reservation_text(res),
+                        res.place_text()
                     ),
                 ),
                 (Some(&other), None) => r.verdict(

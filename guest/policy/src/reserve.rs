@@ -9,7 +9,11 @@
 //! and plain GPU pods may use that clique only while what they take leaves room for it once the
 //! trays it waits for free up (backfill): the trays held or promised there by others must stay at
 //! most `usable - size`. Without runtime estimates that is the only backfill that can never delay
-//! it. One reservation per size class, each on its own clique, larger classes choosing first.
+//! it. `cliqueReservationDepth` domains per size class (1 by default) hold a reservation, each on
+//! its own clique; the first of every class choose before the second of any, larger classes
+//! first. A reservation holds its clique only against domains behind the one it is for in the
+//! queue (lower priority, or the same priority and younger): a domain that waited longer may
+//! take it, as it would have taken it first.
 //!
 //! Runtimes are known where pods set `spec.activeDeadlineSeconds` (the kubelet ends such a pod
 //! that long after it started, plus its grace period): then the backfill is EASY backfill, as
@@ -43,6 +47,8 @@ pub(crate) struct Reservation {
     pub size: u32,
     /// How long it has waited (ms since its oldest pod was created).
     pub waited_ms: i64,
+    /// Its place in its size class: 0 for the first.
+    pub rank: u32,
 }
 
 impl Reservation {
@@ -52,6 +58,20 @@ impl Reservation {
     pub fn admits(&self, c: &Clique, free: u32, trays: u32) -> bool {
         let held = c.usable.saturating_sub(free).saturating_add(c.promised);
         held.saturating_add(trays) <= c.usable.saturating_sub(self.size)
+    }
+
+    /// Its place in its class, as reasons say it: `first of its size class`.
+    pub fn place_text(&self) -> String {
+        place_in_class(self.rank)
+    }
+}
+
+/// Place `rank` (0: first) in a size class, as reasons say it.
+pub(crate) fn place_in_class(rank: u32) -> String {
+    const ORDINALS: [&str; 5] = ["first", "second", "third", "fourth", "fifth"];
+    match ORDINALS.get(rank as usize) {
+        Some(word) => alloc::format!("{word} of its size class"),
+        None => alloc::format!("number {} of its size class", rank.saturating_add(1)),
     }
 }
 
@@ -133,11 +153,12 @@ impl View {
     }
 
     /// The reservation that keeps domain `domain` (priority `priority`) from taking `trays`
-    /// trays of clique `id`, if any: one for another domain of at least its priority, whose
-    /// backfill rule does not admit them. A reservation never holds a clique against a
-    /// higher-priority domain (priority ranks before age, as it does for the head of a class).
-    /// PreFilter and gang preemption both ask this, so preemption never calls a clique that
-    /// PreFilter holds back a fit.
+    /// trays of clique `id`, if any: one for another domain ahead of it in the queue (higher
+    /// priority, or the same and waiting at least as long), whose backfill rule does not admit
+    /// them. A reservation never holds a clique against a domain of higher priority, nor of the
+    /// same priority that waited longer (the order that picks the heads of a class). PreFilter
+    /// and gang preemption both ask this, so preemption never calls a clique that PreFilter
+    /// holds back a fit.
     pub(crate) fn held_against(
         &self,
         reservations: &[Reservation],
@@ -147,15 +168,22 @@ impl View {
         trays: u32,
     ) -> Option<Reservation> {
         let c = self.cliques.get(&id)?;
+        let since = self.waiting_since(domain);
         reservations
             .iter()
             .find(|r| {
                 r.clique == id
                     && r.domain != domain
-                    && self.domain_priority(r.domain) >= priority
+                    && (self.domain_priority(r.domain), since) >= (priority, self.now_ms.saturating_sub(r.waited_ms))
                     && !self.backfills(r, c, trays, self.domain_ends_by(domain))
             })
             .copied()
+    }
+
+    /// When domain `uid` started waiting: its oldest pod's creation (Unix ms); the latest
+    /// possible time when that is not known, so it counts as the youngest.
+    fn waiting_since(&self, uid: StrId) -> i64 {
+        self.domains.get(&uid).and_then(|d| d.created.keys().next().copied()).filter(|&t| t > 0).unwrap_or(i64::MAX)
     }
 }
 
@@ -176,7 +204,7 @@ impl View {
             return Vec::new();
         }
         let largest = self.cliques.values().map(|c| c.usable).max().unwrap_or(0);
-        let mut heads: [Option<Candidate>; SIZE_CLASSES.len()] = [None; SIZE_CLASSES.len()];
+        let mut queues: [Vec<Candidate>; SIZE_CLASSES.len()] = Default::default();
         for (&uid, d) in &self.domains {
             if d.pods == 0 || d.target().is_some() || !self.domain_facts.contains_key(&uid) {
                 continue;
@@ -194,37 +222,49 @@ impl View {
             }
             let c = Candidate { priority: self.domain_priority(uid), oldest_ms: oldest, domain: uid, size: size.size };
             let class = SIZE_CLASSES.iter().position(|&(lo, hi)| (lo..=hi).contains(&size.size)).unwrap_or(0);
-            let first = heads[class].is_none_or(|h| {
-                (c.priority, -c.oldest_ms, self.str(h.domain)) > (h.priority, -h.oldest_ms, self.str(c.domain))
+            queues[class].push(c);
+        }
+        let depth = self.args.clique_reservation_depth.max(1) as usize;
+        for q in &mut queues {
+            // Priority first, then age, then name: the order PreFilter's holds follow.
+            q.sort_by(|a, b| {
+                b.priority
+                    .cmp(&a.priority)
+                    .then(a.oldest_ms.cmp(&b.oldest_ms))
+                    .then_with(|| self.str(a.domain).cmp(self.str(b.domain)))
             });
-            if first {
-                heads[class] = Some(c);
-            }
+            q.truncate(depth);
         }
         let mut out: Vec<Reservation> = Vec::new();
         // A head that can start now holds the clique it fits best, so that nothing overtakes it
         // in the moment its trays have freed up (its pods may sit out a backoff while a younger
-        // domain's are tried); if every clique it fits is held for a larger class, it holds
-        // none. (Passing over it instead would give the clique to a younger domain and hold it
-        // against the head, which then flips with every tray freed.) A head that cannot start
-        // gets the clique that can hold it soonest: the fewest trays still to free up.
-        for head in heads.iter().rev().flatten() {
-            let fits_now = self.can_start_now(head.domain, head.size);
-            let best = self
-                .cliques
-                .iter()
-                .filter(|(id, c)| c.usable >= head.size && !out.iter().any(|r| r.clique == **id))
-                .map(|(&id, c)| (self.free_for(c, head.domain), self.str(id), id))
-                .filter(|&(free, _, _)| !fits_now || free >= head.size)
-                .map(|(free, name, id)| (head.size.saturating_sub(free), free.saturating_sub(head.size), name, id))
-                .min();
-            if let Some((_, _, _, clique)) = best {
-                out.push(Reservation {
-                    domain: head.domain,
-                    clique,
-                    size: head.size,
-                    waited_ms: self.now_ms.saturating_sub(head.oldest_ms),
-                });
+        // domain's are tried); if every clique it fits is held already, it holds none. (Passing
+        // over it instead would give the clique to a younger domain and hold it against the
+        // head, which then flips with every tray freed.) A head that cannot start gets the
+        // clique that can hold it soonest: the fewest trays still to free up. (Choosing the
+        // earliest shadow time where deadlines tell it started fewer large domains on
+        // bench-placement, docs/benchmarks.md §3.) The first of every class choose before the
+        // second of any, larger classes first.
+        for rank in 0..depth {
+            for head in queues.iter().rev().filter_map(|q| q.get(rank)) {
+                let fits_now = self.can_start_now(head.domain, head.size);
+                let best = self
+                    .cliques
+                    .iter()
+                    .filter(|(id, c)| c.usable >= head.size && !out.iter().any(|r| r.clique == **id))
+                    .map(|(&id, c)| (self.free_for(c, head.domain), self.str(id), id))
+                    .filter(|&(free, _, _)| !fits_now || free >= head.size)
+                    .map(|(free, name, id)| (head.size.saturating_sub(free), free.saturating_sub(head.size), name, id))
+                    .min();
+                if let Some((.., clique)) = best {
+                    out.push(Reservation {
+                        domain: head.domain,
+                        clique,
+                        size: head.size,
+                        waited_ms: self.now_ms.saturating_sub(head.oldest_ms),
+                        rank: rank as u32,
+                    });
+                }
             }
         }
         out
@@ -359,6 +399,78 @@ mod tests {
         let got: alloc::vec::Vec<(&str, String)> =
             r.iter().map(|x| (f.v.str(x.domain), String::from(f.v.str(x.clique)))).collect();
         assert_eq!(got, [("uid-six", clique(1)), ("uid-four", clique(2))]);
+    }
+
+    /// `cliqueReservationDepth` heads per class, each on its own clique: the first of every
+    /// class choose before the second of any, and the ones past the depth hold nothing.
+    #[test]
+    fn a_deeper_queue_reserves_a_clique_for_each_of_the_first_heads() {
+        // Three cliques of 12 with 9, 8 and 7 trays free; three 10-tray domains (class 9-15)
+        // fit none now; a 6-tray one (class 5-8) fits every one.
+        let mut f = Fx::new(r#"{"cliqueReservationAfterSeconds": 60, "cliqueReservationDepth": 2}"#);
+        f.rack("a", 1, 12);
+        f.rack("b", 2, 12);
+        f.rack("c", 3, 12);
+        smalls(&mut f, "a", 3);
+        smalls(&mut f, "b", 4);
+        smalls(&mut f, "c", 5);
+        waiting(&mut f, "big1", 10, MIN, 0);
+        waiting(&mut f, "big2", 10, 2 * MIN, 0);
+        waiting(&mut f, "big3", 10, 3 * MIN, 0);
+        waiting(&mut f, "six", 6, 2 * MIN, 0);
+        f.v.now_ms = 10 * MIN;
+        let got: alloc::vec::Vec<(String, String, u32)> =
+            f.v.reservations()
+                .iter()
+                .map(|x| (String::from(f.v.str(x.domain)), String::from(f.v.str(x.clique)), x.rank))
+                .collect();
+        let want = [("uid-big1", clique(1), 0), ("uid-six", clique(3), 0), ("uid-big2", clique(2), 1)];
+        let want: alloc::vec::Vec<(String, String, u32)> =
+            want.iter().map(|(d, c, r)| (String::from(*d), c.clone(), *r)).collect();
+        assert_eq!(
+            got, want,
+            "big1 takes a (frees soonest), six the clique it fits best now (c), then big2 b; big3 is past the depth"
+        );
+        // big2's pods say where they stand; big3 is held off both reserved cliques.
+        let (code, reason) = f.decide("ns", "big2-0", 10 * MIN);
+        assert_eq!(code, Code::Unschedulable);
+        assert!(reason.contains("an NVLink clique is reserved for it (second of its size class"), "{reason}");
+        let (code, reason) = f.decide("ns", "big3-0", 10 * MIN);
+        assert_eq!(code, Code::Unschedulable);
+        assert!(reason.contains("a clique reserved for a domain waiting longer is not used"), "{reason}");
+        // Depth 1: only the first of each class.
+        f.v.args.clique_reservation_depth = 1;
+        let r = f.v.reservations();
+        assert_eq!(r.len(), 2, "{r:?}");
+        assert!(r.iter().all(|x| x.rank == 0));
+    }
+
+    /// A reservation holds its clique against domains behind the one it is for, not against a
+    /// domain of the same priority that has waited longer (here one of a smaller class, which
+    /// chose after the larger one and found every clique it fits held).
+    #[test]
+    fn a_reservation_does_not_hold_its_clique_against_a_domain_that_waited_longer() {
+        let mut f = Fx::new(r#"{"cliqueReservationAfterSeconds": 60}"#);
+        f.rack("a", 1, 8);
+        f.rack("b", 2, 8);
+        smalls(&mut f, "a", 2);
+        smalls(&mut f, "b", 8);
+        // four (class 1-4) waited longest, then seven (class 5-8): seven, the larger class,
+        // chooses first and holds a (6 free, needs 1 more), four can start now but every clique
+        // it fits is held, so it holds none.
+        waiting(&mut f, "four", 4, MIN, 0);
+        waiting(&mut f, "seven", 7, 2 * MIN, 0);
+        f.v.now_ms = 10 * MIN;
+        let r = f.v.reservations();
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert_eq!((f.v.str(r[0].domain), f.v.str(r[0].clique)), ("uid-seven", clique(1).as_str()));
+        let (code, reason) = f.decide("ns", "four-0", 10 * MIN);
+        assert_eq!(code, Code::Success, "four waited longer than seven: a is not held against it: {reason}");
+        // A domain younger than seven is held off a.
+        waiting(&mut f, "late", 4, 9 * MIN, 0);
+        let (code, reason) = f.decide("ns", "late-0", 10 * MIN);
+        assert_eq!(code, Code::Unschedulable);
+        assert!(reason.contains("a clique reserved for a domain waiting longer is not used"), "{reason}");
     }
 
     /// The reasons do not change with the clock alone: the same view a minute later gives the

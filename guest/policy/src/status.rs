@@ -104,8 +104,8 @@ pub(crate) struct Pending {
     pub offer: u32,
     /// The best clique: the one offering `offer`, the one it fits best, or its nominated one.
     pub best: Option<StrId>,
-    /// The clique reserved for it.
-    pub reserved: Option<StrId>,
+    /// The clique reserved for it, and its place in its size class (0: first).
+    pub reserved: Option<(StrId, u32)>,
     /// Cliques reserved for other domains that it may not take.
     pub elsewhere: u32,
 }
@@ -271,10 +271,11 @@ impl View {
                 if why.elsewhere > 0 {
                     t.push_str(&format!("; {} clique(s) are reserved for domains waiting longer", why.elsewhere));
                 }
-                if let Some(r) = why.reserved {
+                if let Some((clique, rank)) = why.reserved {
+                    let place = crate::reserve::place_in_class(rank);
                     t.push_str(&format!(
-                        "; NVLink clique {} is reserved for it (first of its size class): it starts there once enough trays free up",
-                        self.str(r)
+                        "; NVLink clique {} is reserved for it ({place}): it starts there once enough trays free up",
+                        self.str(clique)
                     ));
                 }
                 t

@@ -79,9 +79,10 @@ impl View {
             } else {
                 reserved.filter(|x| gpus && !self.backfills(x, c, 1, None)).map(|x| {
                     format!(
-                        "NVLink clique {} is reserved for {}, first of its size class; a pod without a ComputeDomain may use a tray already in use there, or another clique",
+                        "NVLink clique {} is reserved for {}, {}; a pod without a ComputeDomain may use a tray already in use there, or another clique",
                         self.str(id),
-                        self.reservation_text(x)
+                        self.reservation_text(x),
+                        x.place_text()
                     )
                 })
             };

@@ -32,6 +32,7 @@ func TestNewRejectsBadArgs(t *testing.T) {
 		{`{"reserveTraysPerClique":18}`, at + `invalid plugin args: reserveTraysPerClique: Invalid value: "18": must be less than maxTraysPerClique (18)`},
 		{`{"cliqueLabel":"nvidia.com/"}`, at + `invalid plugin args: cliqueLabel: Invalid value: "nvidia.com/": name part must be 1-63 characters`},
 		{`{"guestCallTimeout":"forever"}`, at + `invalid plugin args: guestCallTimeout: Invalid value: "forever": must be a duration such as 2s`},
+		{`{"cliqueReservationDepth":0}`, at + `invalid plugin args: cliqueReservationDepth: Invalid value: "0": must be between 1 and 64`},
 		{`{"guestMemoryLimitMiB":4}`, at + `invalid plugin args: guestMemoryLimitMiB: Invalid value: "4": must be between 16 and 65536`},
 		{`{"guestPath":"/nonexistent/policy.wasm"}`, "pluginConfig[ComputeDomainPlacement].args.guestPath: reading the policy component: open /nonexistent/policy.wasm: no such file or directory"},
 		{`[1]`, "decoding ComputeDomainPlacementArgs: want an object of fields, got a list"},
