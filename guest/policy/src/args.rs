@@ -453,4 +453,32 @@ mod tests {
         );
         assert!(Args::parse(r#"{"cliqueReservationDepth":65}"#).is_err());
     }
+
+    /// The chart's values schema (`additionalProperties: false` on the args) names every field
+    /// the plugin takes, with the same bounds where it gives them: a field missing there is a
+    /// field `helm install` refuses although the scheduler would take it.
+    #[test]
+    fn the_chart_schema_names_every_field() {
+        let schema: serde_json::Value = serde_json::from_str(include_str!(
+            "../../../kube-scheduler-config/chart/cdplace-scheduler/values.schema.json"
+        ))
+        .expect("values.schema.json parses");
+        let props = schema["definitions"]["computeDomainPlacementArgs"]["properties"]
+            .as_object()
+            .expect("definitions.computeDomainPlacementArgs.properties in values.schema.json");
+        let mut fields: alloc::vec::Vec<String> = alloc::vec!["apiVersion".into(), "kind".into(), "guestPath".into()];
+        let defaults: serde_json::Value = serde_json::from_str(&Args::default().canonical_json()).unwrap();
+        fields.extend(defaults.as_object().unwrap().keys().cloned());
+        for f in &fields {
+            assert!(props.contains_key(f.as_str()), "values.schema.json lacks plugin.args.{f}");
+        }
+        for f in props.keys() {
+            assert!(fields.contains(f), "values.schema.json has plugin.args.{f}, which the plugin does not take");
+        }
+        let range = |f: &str| (props[f]["minimum"].as_u64(), props[f]["maximum"].as_u64());
+        assert_eq!(range("cliqueReservationDepth"), (Some(1), Some(u64::from(MAX_RESERVATION_DEPTH))));
+        assert_eq!(range("cliqueReservationAfterSeconds"), (Some(0), Some(u64::from(MAX_RESERVATION_AFTER_SECONDS))));
+        assert_eq!(range("sizeSettleSeconds"), (Some(0), Some(u64::from(MAX_SIZE_SETTLE_SECONDS))));
+        assert_eq!(range("maxPolicyInstances"), (Some(1), Some(u64::from(MAX_POLICY_INSTANCES))));
+    }
 }
