@@ -31,18 +31,43 @@ const (
 // feed_catchup.go); events that only add capacity retry a waiting domain through its scout
 // (scouted, scout.go). PodGroups reach the feed through an informer of its own, which wakes the
 // group's pods itself when their record changes.
+//
+// The events are registered under the keys the in-tree plugins of the default profile use
+// wherever one covers them (inTreeEventKeys in hints_test.go lists them): the scheduling queue
+// walks every key of its hint map for every waiting pod at every cluster event, so a key of our
+// own costs every pod of the cluster, ComputeDomain pod or not. Where one of our hints sits under
+// a key that also carries actions it does not care about (an assigned pod's label change), it
+// skips them; where two keys overlap (a Node added), it answers the same under both.
 func (p *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
+	podDeleted := p.scouted(p.caughtUp(cdplace.KindPod, p.isSchedulableAfterPodDeleted), nil)
+	podBound := p.caughtUp(cdplace.KindPod, p.isSchedulableAfterPodBound)
+	node := p.scouted(p.caughtUp(cdplace.KindNode, p.isSchedulableAfterNodeEvent), nil)
 	events := []fwk.ClusterEventWithHint{
-		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: p.scouted(p.caughtUp(cdplace.KindPod, p.isSchedulableAfterPodDeleted), nil)},
-		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Add}, QueueingHintFn: p.caughtUp(cdplace.KindPod, p.isSchedulableAfterPodBound)},
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint | fwk.UpdateNodeAllocatable}, QueueingHintFn: p.scouted(p.caughtUp(cdplace.KindNode, p.isSchedulableAfterNodeChange), nil)},
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Delete}, QueueingHintFn: p.scouted(p.caughtUp(cdplace.KindNode, p.isSchedulableAfterNodeDeleted), nil)},
+		// InterPodAffinity's and PodTopologySpread's key.
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Add | fwk.UpdatePodLabel | fwk.Delete}, QueueingHintFn: func(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+			switch {
+			case newObj == nil:
+				return podDeleted(logger, pod, oldObj, newObj)
+			case oldObj == nil:
+				return podBound(logger, pod, oldObj, newObj)
+			default: // a label changed: no fact of ours
+				return fwk.QueueSkip, nil
+			}
+		}},
+		// PodTopologySpread's key, and NodeResourcesFit's for allocatable.
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.Delete | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}, QueueingHintFn: node},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable}, QueueingHintFn: node},
+		// DynamicResources' key.
 		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: p.scouted(p.caughtUp(cdplace.KindResourceClaim, p.isSchedulableAfterClaimChange), claimCreatedFor)},
+		// Our own keys: no in-tree plugin watches slices being deleted (a stale slice of a GPU
+		// pool going completes the pool), nor claim templates.
 		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: p.scouted(p.caughtUp(cdplace.KindResourceSlice, p.isSchedulableAfterSliceChange), nil)},
 		{Event: fwk.ClusterEvent{Resource: claimTemplateResource, ActionType: fwk.Add}, QueueingHintFn: p.caughtUp(cdplace.KindResourceClaimTemplate, p.isSchedulableAfterTemplateAdded)},
-		// Delivered only when the Workload API is on (the scheduler registers PodGroup handlers
-		// itself then); harmless otherwise.
-		{Event: fwk.ClusterEvent{Resource: fwk.PodGroup, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: p.isSchedulableAfterPodGroupChange},
+	}
+	// Only when the Workload API was served at start (the scheduler registers PodGroup handlers
+	// itself then): a key for events that never come would still be walked at every event.
+	if p.podGroupEvents {
+		events = append(events, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: fwk.PodGroup, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: p.isSchedulableAfterPodGroupChange})
 	}
 	// Only when the API was served at start: the scheduler waits for the informer of every
 	// registered resource to sync before it schedules anything, and one for a resource that is
@@ -51,6 +76,14 @@ func (p *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint
 		events = append(events, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: computeDomainResource, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: p.scouted(p.caughtUp(cdplace.KindComputeDomain, p.isSchedulableAfterComputeDomainChange), domainNotDeleted)})
 	}
 	return events, nil
+}
+
+// isSchedulableAfterNodeEvent: a Node deleted, or added or changed (see the two below).
+func (p *Plugin) isSchedulableAfterNodeEvent(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	if newObj == nil {
+		return p.isSchedulableAfterNodeDeleted(logger, pod, oldObj, newObj)
+	}
+	return p.isSchedulableAfterNodeChange(logger, pod, oldObj, newObj)
 }
 
 // isSchedulableAfterPodDeleted: a placed pod that held GPUs or claims freed its tray.

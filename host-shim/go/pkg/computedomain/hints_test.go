@@ -1,6 +1,7 @@
 package computedomain
 
 import (
+	"slices"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -18,7 +19,7 @@ import (
 
 func TestQueueingHints(t *testing.T) {
 	logger, _ := ktesting.NewTestContext(t)
-	p := &Plugin{keys: facts.DefaultKeys, domainEvents: true}
+	p := &Plugin{keys: facts.DefaultKeys, domainEvents: true, podGroupEvents: true}
 	target := cdPod("cd", "p1")
 	target.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "channel", ResourceClaimName: ptr.To("p1-channel-abcde")}}
 
@@ -188,4 +189,99 @@ func TestQueueingHints(t *testing.T) {
 			t.Errorf("%s: registered %v, want at least %v", r, got, want)
 		}
 	}
+}
+
+// inTreeEventKeys are the hint-map keys the in-tree plugins of the default profile register in
+// k8s.io/kubernetes v1.37.2 (InterPodAffinity and PodTopologySpread for assigned pods;
+// PodTopologySpread, NodeResourcesFit, DynamicResources, TaintToleration, NodeAffinity,
+// VolumeBinding and others for nodes; DynamicResources for claims and slices). Re-read them when
+// the pinned version moves.
+var inTreeEventKeys = []fwk.ClusterEvent{
+	{Resource: fwk.AssignedPod, ActionType: fwk.Delete},
+	{Resource: fwk.AssignedPod, ActionType: fwk.Add | fwk.UpdatePodLabel | fwk.Delete},
+	{Resource: fwk.Node, ActionType: fwk.Add},
+	{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable},
+	{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel},
+	{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeTaint},
+	{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeAllocatable},
+	{Resource: fwk.Node, ActionType: fwk.Add | fwk.Delete | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint},
+	{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update | fwk.Delete},
+	{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update},
+}
+
+// The scheduling queue walks every key of its hint map for every waiting pod at every event, so
+// the plugin registers under the in-tree plugins' keys and adds only the keys no in-tree plugin
+// has: slice deletions, claim templates, and PodGroups and ComputeDomains when they are served.
+func TestEventsReuseTheInTreeKeys(t *testing.T) {
+	own := map[fwk.ClusterEvent]bool{
+		{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update | fwk.Delete}:     true,
+		{Resource: claimTemplateResource, ActionType: fwk.Add}:                           true,
+		{Resource: fwk.PodGroup, ActionType: fwk.Add | fwk.Update | fwk.Delete}:          true,
+		{Resource: computeDomainResource, ActionType: fwk.Add | fwk.Update | fwk.Delete}: true,
+	}
+	for _, served := range []bool{false, true} {
+		p := &Plugin{keys: facts.DefaultKeys, domainEvents: served, podGroupEvents: served}
+		events, err := p.EventsToRegister(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var added []fwk.ClusterEvent
+		for _, e := range events {
+			if !slices.Contains(inTreeEventKeys, e.Event) {
+				if !own[e.Event] {
+					t.Errorf("served=%v: %v is a hint-map key no in-tree plugin has", served, e.Event)
+				}
+				added = append(added, e.Event)
+			}
+			if !served && (e.Event.Resource == fwk.PodGroup || e.Event.Resource == computeDomainResource) {
+				t.Errorf("%v registered while its API is not served", e.Event)
+			}
+		}
+		if want := map[bool]int{false: 2, true: 4}[served]; len(added) != want {
+			t.Errorf("served=%v: %d keys of our own (%v), want %d", served, len(added), added, want)
+		}
+	}
+}
+
+// Under the in-tree assigned-pod key the hint tells the actions apart: a bound pod of the same
+// domain and a deleted pod that held accelerators queue, a label change does not.
+func TestTheAssignedPodHintTellsTheActionsApart(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	p := &Plugin{keys: facts.DefaultKeys}
+	hint := hintOf(t, p, fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Add | fwk.UpdatePodLabel | fwk.Delete})
+	waiting := cdPod("cd", "p1")
+	sibling := cdPod("cd", "p2")
+	sibling.Spec.NodeName = "a-00"
+	relabelled := sibling.DeepCopy()
+	relabelled.Labels = map[string]string{"x": "y"}
+	for _, c := range []struct {
+		name     string
+		old, new any
+		want     fwk.QueueingHint
+	}{
+		{"a pod of the same domain bound", nil, sibling, fwk.Queue},
+		{"a pod holding a claim deleted", sibling, nil, fwk.Queue},
+		{"a bound pod's labels changed", sibling, relabelled, fwk.QueueSkip},
+	} {
+		got, err := hint(logger, waiting, c.old, c.new)
+		if err != nil || got != c.want {
+			t.Errorf("%s: got %v, %v; want %v", c.name, got, err, c.want)
+		}
+	}
+}
+
+// hintOf is the hint registered under exactly key.
+func hintOf(t *testing.T, p *Plugin, key fwk.ClusterEvent) fwk.QueueingHintFn {
+	t.Helper()
+	events, err := p.EventsToRegister(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events {
+		if e.Event == key {
+			return e.QueueingHintFn
+		}
+	}
+	t.Fatalf("nothing registered under %v", key)
+	return nil
 }

@@ -86,6 +86,9 @@ type Plugin struct {
 	// (registering them otherwise would hold the scheduler's start on an informer that never
 	// syncs).
 	domainEvents bool
+	// podGroupEvents: the Workload API was served at start (PodGroups size domains), so its
+	// events are registered.
+	podGroupEvents bool
 	// breaker stops calling a policy that keeps failing (breaker.go).
 	breaker breaker
 	// logger is the factory's (quarantine.go logs through it outside a cycle's context).
@@ -186,7 +189,8 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, err
 	}
-	if err := startWorkloads(ctx, h, f, in.dyn); err != nil {
+	podGroups, err := startWorkloads(ctx, h, f, in.dyn)
+	if err != nil {
 		return nil, err
 	}
 	p := &Plugin{handle: h, cluster: cluster, keys: settings.Keys, feed: f, reuse: newDecisions(func() time.Time { return timeNow() }),
@@ -206,6 +210,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		p.crd.check()
 	}
 	p.domainEvents = p.crd.served
+	p.podGroupEvents = podGroups
 	p.startFleet(ctx)
 	startDebugDump(ctx, logger, f)
 	if !p.crd.served {

@@ -37,15 +37,16 @@ const settlingReason = "for its pods to stop arriving"
 
 var settleRetry = time.Second
 
-// startWorkloads connects the feed to the owner informers and, when served, PodGroups.
-func startWorkloads(ctx context.Context, h fwk.Handle, f *feed, dyn dynamic.Interface) error {
+// startWorkloads connects the feed to the owner informers and, when served, PodGroups; it
+// reports whether PodGroups are served.
+func startWorkloads(ctx context.Context, h fwk.Handle, f *feed, dyn dynamic.Interface) (podGroups bool, err error) {
 	var disc discovery.DiscoveryInterface
 	if cs := h.ClientSet(); cs != nil {
 		disc = cs.Discovery()
 	}
 	r, err := owners.New(ctx, h.SharedInformerFactory(), dyn, disc, f.ownerChanged)
 	if err != nil {
-		return err
+		return false, err
 	}
 	pods := h.SharedInformerFactory().Core().V1().Pods().Lister()
 	f.mu.Lock()
@@ -58,12 +59,13 @@ func startWorkloads(ctx context.Context, h fwk.Handle, f *feed, dyn dynamic.Inte
 			f.deleteObject(cdplace.KindPodGroup, u.GetNamespace(), u.GetName(), u.GetUID())
 		}))
 		if err != nil {
-			return err
+			return false, err
 		}
 		factory.Start(ctx.Done())
 		klog.FromContext(ctx).V(2).Info("ComputeDomainPlacement: the Workload API is served; PodGroup minCount sizes domains")
+		return true, nil
 	}
-	return nil
+	return false, nil
 }
 
 func served(disc discovery.DiscoveryInterface, gvr schema.GroupVersionResource) bool {
