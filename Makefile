@@ -205,8 +205,8 @@ bench-throughput: scheduler e2e-binaries
 	$(E2E_BIN)/cdplace-bench-throughput -repo .
 
 ## bench-placement: seeded traces (seeds 1 and 2) of ComputeDomain arrivals, departures and tray
-## failures through the baseline, cdplace and cdplace with cliqueReservationAfterSeconds: 15, per
-## size class (target/bench/placement/; about 25 minutes)
+## failures through the baseline, cdplace and cdplace with cliqueReservationAfterSeconds: 3 (the
+## shipped 60 s compressed like the trace), per size class (target/bench/placement/; about 25 minutes)
 bench-placement: scheduler e2e-binaries
 	cd e2e && $(GO) build -o ../$(E2E_BIN)/cdplace-bench-placement ./cmd/cdplace-bench-placement
 	$(E2E_BIN)/cdplace-bench-placement -repo .

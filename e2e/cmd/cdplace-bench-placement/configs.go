@@ -25,6 +25,7 @@ type config struct {
 	PluginConfig []byte // the cdplace profile's pluginConfig; nil: as shipped
 	Reserve      int    // reserveTraysPerClique in PluginConfig
 	ReserveAfter int    // cliqueReservationAfterSeconds in PluginConfig; 0: the shipped default
+	Depth        int    // cliqueReservationDepth in PluginConfig; 0: the shipped default
 }
 
 // parseSeeds reads "1,2" (at least one seed, no repeats).
@@ -62,6 +63,14 @@ func runOrder(cfgs []config, i int) []config {
 	return out
 }
 
+// configArgs are the ComputeDomainPlacement args a config name may set: cdplace followed by
+// any of -reserve<N>, -reserveafter<N>, -depth<N> (e.g. cdplace-reserveafter3-depth4).
+var configArgs = []struct{ token, arg string }{
+	{"reserveafter", "cliqueReservationAfterSeconds"}, // before "reserve": the longer prefix first
+	{"reserve", "reserveTraysPerClique"},
+	{"depth", "cliqueReservationDepth"},
+}
+
 func parseConfigs(root, list string) ([]config, error) {
 	var out []config
 	for _, name := range strings.Split(list, ",") {
@@ -71,36 +80,59 @@ func parseConfigs(root, list string) ([]config, error) {
 			out = append(out, config{Name: name, Profile: harness.Baseline})
 		case name == "cdplace":
 			out = append(out, config{Name: name, Profile: harness.Cdplace})
-		case strings.HasPrefix(name, "cdplace-reserveafter"):
-			n, err := strconv.Atoi(strings.TrimPrefix(name, "cdplace-reserveafter"))
-			if err != nil || n < 1 {
-				return nil, fmt.Errorf("config %q: want cdplace-reserveafter<N>, N ≥ 1 real seconds", name)
-			}
-			pc, err := pluginConfigWith(root, "cliqueReservationAfterSeconds", n)
+		case strings.HasPrefix(name, "cdplace-"):
+			c, err := cdplaceWith(root, name)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, config{Name: name, Profile: harness.Cdplace, PluginConfig: pc, ReserveAfter: n})
-		case strings.HasPrefix(name, "cdplace-reserve"):
-			n, err := strconv.Atoi(strings.TrimPrefix(name, "cdplace-reserve"))
-			if err != nil || n < 0 {
-				return nil, fmt.Errorf("config %q: want cdplace-reserve<N>", name)
-			}
-			pc, err := pluginConfigWith(root, "reserveTraysPerClique", n)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, config{Name: name, Profile: harness.Cdplace, PluginConfig: pc, Reserve: n})
+			out = append(out, c)
 		default:
-			return nil, fmt.Errorf("unknown config %q (baseline, cdplace, cdplace-reserve<N>, cdplace-reserveafter<N>)", name)
+			return nil, fmt.Errorf("unknown config %q (baseline, cdplace, cdplace-reserve<N>, cdplace-reserveafter<N>, cdplace-depth<N>, combined as cdplace-reserveafter3-depth4)", name)
 		}
 	}
 	return out, nil
 }
 
-// pluginConfigWith is the shipped profile's pluginConfig with ComputeDomainPlacement's arg
-// key set to n.
-func pluginConfigWith(root, key string, n int) ([]byte, error) {
+// cdplaceWith is the shipped cdplace profile with the args that name's -<token><N> parts set.
+func cdplaceWith(root, name string) (config, error) {
+	c := config{Name: name, Profile: harness.Cdplace}
+	set := map[string]int{}
+	for _, part := range strings.Split(strings.TrimPrefix(name, "cdplace-"), "-") {
+		matched := false
+		for _, a := range configArgs {
+			digits, ok := strings.CutPrefix(part, a.token)
+			if !ok {
+				continue
+			}
+			n, err := strconv.Atoi(digits)
+			if err != nil || n < 0 || (a.token != "reserve" && n < 1) {
+				return config{}, fmt.Errorf("config %q: %q wants %s<N> (N ≥ 1; reserve<N> N ≥ 0)", name, part, a.token)
+			}
+			if _, dup := set[a.arg]; dup {
+				return config{}, fmt.Errorf("config %q sets %s twice", name, a.token)
+			}
+			set[a.arg] = n
+			matched = true
+			break
+		}
+		if !matched {
+			return config{}, fmt.Errorf("config %q: unknown part %q (reserve<N>, reserveafter<N>, depth<N>)", name, part)
+		}
+	}
+	pc, err := pluginConfigWith(root, set)
+	if err != nil {
+		return config{}, err
+	}
+	c.PluginConfig = pc
+	c.Reserve = set["reserveTraysPerClique"]
+	c.ReserveAfter = set["cliqueReservationAfterSeconds"]
+	c.Depth = set["cliqueReservationDepth"]
+	return c, nil
+}
+
+// pluginConfigWith is the shipped profile's pluginConfig with ComputeDomainPlacement's args
+// set from set.
+func pluginConfigWith(root string, set map[string]int) ([]byte, error) {
 	path := filepath.Join(root, "kube-scheduler-config", "scheduler-config.yaml")
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -128,7 +160,9 @@ func pluginConfigWith(root, key string, n int) ([]byte, error) {
 			args = map[string]any{}
 			pc["args"] = args
 		}
-		args[key] = n
+		for k, n := range set {
+			args[k] = n
+		}
 		found = true
 	}
 	if !found {
@@ -152,8 +186,18 @@ func describe(c config, scale float64) string {
 		return "default-scheduler, required pod affinity on the clique"
 	case c.PluginConfig == nil:
 		return "computedomain-scheduler as shipped"
-	case c.ReserveAfter > 0:
-		return fmt.Sprintf("computedomain-scheduler, cliqueReservationAfterSeconds: %d (%.0f trace seconds)", c.ReserveAfter, float64(c.ReserveAfter)*scale)
+	case c.ReserveAfter > 0 || c.Depth > 0:
+		var parts []string
+		if c.ReserveAfter > 0 {
+			parts = append(parts, fmt.Sprintf("cliqueReservationAfterSeconds: %d (%.0f trace seconds)", c.ReserveAfter, float64(c.ReserveAfter)*scale))
+		}
+		if c.Depth > 0 {
+			parts = append(parts, fmt.Sprintf("cliqueReservationDepth: %d", c.Depth))
+		}
+		if c.Reserve > 0 {
+			parts = append(parts, fmt.Sprintf("reserveTraysPerClique: %d", c.Reserve))
+		}
+		return "computedomain-scheduler, " + strings.Join(parts, ", ")
 	default:
 		return "computedomain-scheduler, pluginConfig " + strings.Join(strings.Fields(string(c.PluginConfig)), " ")
 	}

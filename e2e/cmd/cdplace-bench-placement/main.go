@@ -8,8 +8,11 @@
 //   - cdplace: the shipped ComputeDomainPlacement configuration (whole-tray Require, best fit);
 //   - cdplace-reserveN: the same with reserveTraysPerClique: N;
 //   - cdplace-reserveafterN: the same with cliqueReservationAfterSeconds: N (real seconds; the
-//     shipped 60 s is 1080 trace seconds at -time-scale 18, so a scaled-down threshold shows the
-//     head-of-queue reservation within the trace).
+//     shipped 60 s is 1080 trace seconds at -time-scale 18, a third of the trace and longer than
+//     the mean lifetime, where on a real fleet it is a small part of one; cdplace-reserveafter3 is
+//     the shipped threshold compressed like the trace's times, 54 trace seconds);
+//   - cdplace-depthN: the same with cliqueReservationDepth: N; parts combine, as in
+//     cdplace-reserveafter3-depth4.
 //
 // -seeds replays every configuration for each seed's trace on the same control plane, in the
 // listed order for the first seed, reversed for the second, and so on (so neither configuration
@@ -65,8 +68,8 @@ func main() {
 	var o options
 	flag.StringVar(&o.root, "repo", ".", "repository root")
 	flag.StringVar(&o.out, "out", "target/bench/placement", "output directory (relative to -repo unless absolute); -smoke defaults to target/bench/placement-smoke")
-	flag.StringVar(&o.configs, "configs", "baseline,cdplace,cdplace-reserveafter15",
-		"configurations to compare, in order: baseline, cdplace, cdplace-reserve<N> (reserveTraysPerClique), cdplace-reserveafter<N> (cliqueReservationAfterSeconds, real seconds)")
+	flag.StringVar(&o.configs, "configs", "baseline,cdplace,cdplace-reserveafter3",
+		"configurations to compare, in order: baseline, cdplace, and cdplace with args set by name parts: -reserve<N> (reserveTraysPerClique), -reserveafter<N> (cliqueReservationAfterSeconds, real seconds), -depth<N> (cliqueReservationDepth), e.g. cdplace-reserveafter3-depth4")
 	seeds := flag.String("seeds", "1,2", "trace seeds, comma-separated; every configuration runs on each (-smoke: the first only)")
 	seed := flag.Uint64("seed", 0, "one trace seed (overrides -seeds)")
 	flag.IntVar(&o.racks, "racks", 8, "NVL72 racks, one 18-tray clique each")
