@@ -18,6 +18,10 @@ type EnvOptions struct {
 	WorkloadGates bool
 	// APIServerArgs are added to kube-apiserver's flags (Options.APIServerArgs).
 	APIServerArgs []string
+	// ClientQPS and ClientBurst, when ClientQPS > 0, set clientConnection.qps and burst of both
+	// schedulers (see WithClientRate); otherwise they keep kube-scheduler's 50 and 100.
+	ClientQPS   float64
+	ClientBurst int
 }
 
 // Env is a control plane ready for ComputeDomain workloads: the CRD, the DeviceClasses, the
@@ -84,11 +88,18 @@ func (env *Env) setup(ctx context.Context, opts EnvOptions) error {
 	if err != nil {
 		return err
 	}
+	if cfg, err = WithClientRate(cfg, opts.ClientQPS, opts.ClientBurst); err != nil {
+		return err
+	}
 	if env.Cdplace, err = cp.StartScheduler(ctx, "computedomain-scheduler", cfg); err != nil {
 		return err
 	}
 	if opts.Baseline {
-		if env.Baseline, err = cp.StartScheduler(ctx, "default-scheduler", BaselineSchedulerConfig(cp.AdminKubeconfig)); err != nil {
+		base, err := WithClientRate(BaselineSchedulerConfig(cp.AdminKubeconfig), opts.ClientQPS, opts.ClientBurst)
+		if err != nil {
+			return err
+		}
+		if env.Baseline, err = cp.StartScheduler(ctx, "default-scheduler", base); err != nil {
 			return err
 		}
 	}

@@ -40,6 +40,8 @@ type config struct {
 	keepLogs bool
 	profile  int
 	allNodes bool
+	qps      float64
+	burst    int
 }
 
 // allNodes is a stock profile that, like the cdplace profile, filters every node
@@ -60,6 +62,8 @@ func main() {
 	flag.DurationVar(&c.timeout, "timeout", 10*time.Minute, "give up on one run after this long")
 	flag.BoolVar(&c.keepLogs, "keep-logs", false, "keep the control plane's logs")
 	flag.BoolVar(&c.allNodes, "all-nodes", true, "also run the GPU and CPU workloads through a stock profile with percentageOfNodesToScore: 100")
+	flag.Float64Var(&c.qps, "client-qps", 5000, "clientConnection.qps of every scheduler compared (upstream's scheduler_perf uses 5000; 0 keeps kube-scheduler's 50, at which every workload measures the client's rate limit, not scheduling)")
+	flag.IntVar(&c.burst, "client-burst", 5000, "clientConnection.burst of every scheduler compared (with -client-qps)")
 	flag.IntVar(&c.profile, "profile", 0, "seconds of CPU profile to take of each scheduler during its first ComputeDomain run at the largest size (0: none)")
 	smoke := flag.Bool("smoke", false, "a quick check that the benchmark works: 90 trays, 1 repetition")
 	flag.Parse()
@@ -92,7 +96,7 @@ func run(c config) (err error) {
 	}
 	dir := filepath.Join(root, "target", "e2e", "bench-throughput-"+time.Now().Format("20060102-150405"))
 	ctx := context.Background()
-	env, err := harness.Up(ctx, root, dir, harness.EnvOptions{Baseline: true})
+	env, err := harness.Up(ctx, root, dir, harness.EnvOptions{Baseline: true, ClientQPS: c.qps, ClientBurst: c.burst})
 	if err != nil {
 		return err
 	}
@@ -106,7 +110,10 @@ func run(c config) (err error) {
 	}()
 	var allNodesSched *harness.Scheduler
 	if c.allNodes {
-		cfg := harness.StockSchedulerConfig(env.CP.AdminKubeconfig, string(allNodes), 100)
+		cfg, err := harness.WithClientRate(harness.StockSchedulerConfig(env.CP.AdminKubeconfig, string(allNodes), 100), c.qps, c.burst)
+		if err != nil {
+			return err
+		}
 		if allNodesSched, err = env.CP.StartScheduler(ctx, string(allNodes), cfg); err != nil {
 			return err
 		}
