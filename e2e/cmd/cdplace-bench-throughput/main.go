@@ -64,7 +64,7 @@ func main() {
 	flag.BoolVar(&c.allNodes, "all-nodes", true, "also run the GPU and CPU workloads through a stock profile with percentageOfNodesToScore: 100")
 	flag.Float64Var(&c.qps, "client-qps", 5000, "clientConnection.qps of every scheduler compared (upstream's scheduler_perf uses 5000; 0 keeps kube-scheduler's 50, at which every workload measures the client's rate limit, not scheduling)")
 	flag.IntVar(&c.burst, "client-burst", 5000, "clientConnection.burst of every scheduler compared (with -client-qps)")
-	flag.IntVar(&c.profile, "profile", 0, "seconds of CPU profile to take of each scheduler during its first ComputeDomain run at the largest size (0: none)")
+	flag.IntVar(&c.profile, "profile", 0, "seconds of CPU profile to take of each scheduler during its first run of each workload at the largest size (0: none)")
 	smoke := flag.Bool("smoke", false, "a quick check that the benchmark works: 90 trays, 1 repetition")
 	flag.Parse()
 	for _, s := range strings.Split(*sizes, ",") {

@@ -94,7 +94,7 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 	if err != nil {
 		return Run{}, fmt.Errorf("metrics of %s: %w", sched.Name, err)
 	}
-	if c.profile > 0 && kind == kindCD && rep == 0 && trays >= c.sizes[len(c.sizes)-1] {
+	if c.profile > 0 && rep == 0 && trays >= c.sizes[len(c.sizes)-1] {
 		path := filepath.Join(c.out, fmt.Sprintf("cpu-%s-%s-%d.pprof", short, kind, trays))
 		go func() {
 			if err := harness.Fetch(ctx, sched.ProfileURL(c.profile), path); err != nil {
