@@ -168,13 +168,15 @@ impl View {
         trays: u32,
     ) -> Option<Reservation> {
         let c = self.cliques.get(&id)?;
-        let since = self.waiting_since(domain);
+        // Asked for every clique of every decision: the domain's age is looked up only where a
+        // reservation holds this clique.
         reservations
             .iter()
             .find(|r| {
                 r.clique == id
                     && r.domain != domain
-                    && (self.domain_priority(r.domain), since) >= (priority, self.now_ms.saturating_sub(r.waited_ms))
+                    && (self.domain_priority(r.domain), self.waiting_since(domain))
+                        >= (priority, self.now_ms.saturating_sub(r.waited_ms))
                     && !self.backfills(r, c, trays, self.domain_ends_by(domain))
             })
             .copied()
@@ -216,8 +218,8 @@ impl View {
             if size.source == SizeSource::PodsSeen && self.settles_at_ms(uid).is_some_and(|at| at > self.now_ms) {
                 continue;
             }
-            let Some((&oldest, _)) = d.created.iter().next() else { continue };
-            if oldest <= 0 || self.now_ms.saturating_sub(oldest) < after_ms {
+            let oldest = self.waiting_since(uid);
+            if oldest == i64::MAX || self.now_ms.saturating_sub(oldest) < after_ms {
                 continue;
             }
             let c = Candidate { priority: self.domain_priority(uid), oldest_ms: oldest, domain: uid, size: size.size };
