@@ -345,3 +345,35 @@ func TestStatsShowTheJournalAndTheInstances(t *testing.T) {
 		t.Fatalf("a change behind the idle instance is journaled: %+v", s)
 	}
 }
+
+// NodeAt with the clique's entry looked up ahead (Slots) answers as Node, for a listed clique,
+// an unlisted one, a node of its own and a node without a clique.
+func TestSlotsAnswerAsNode(t *testing.T) {
+	d := &Decision{
+		Cliques: map[string]CliqueVerdict{
+			"u.1": {Verdict: Verdict{Code: CodeSuccess}, Score: 70},
+			"u.2": {Verdict: Verdict{Code: CodeUnschedulable, Reason: "full"}},
+		},
+		Other:      Verdict{Code: CodeUnschedulable, Reason: "other"},
+		OtherScore: 5,
+		Nodes:      map[string]Verdict{"a-0": {Code: CodeUnschedulable, Reason: "promised"}, "a-1": {Code: CodeSuccess}},
+	}
+	labels := []string{"u.2", "", "u.9", "u.1"}
+	ordinal := func(l string) (int, bool) { i := slices.Index(labels, l); return i, i >= 0 }
+	slots := d.Slots(len(labels), ordinal)
+	if !slots[3].Listed || slots[3].Score != 70 || !slots[0].Listed || slots[1].Listed || slots[2].Listed {
+		t.Fatalf("slots %+v", slots)
+	}
+	for _, status := range []Verdict{{Code: CodeSuccess}, {Code: CodeUnschedulable, Reason: "no"}} {
+		d.Status = status
+		for _, node := range []string{"a-0", "a-1", "a-2"} {
+			for i, l := range labels {
+				v, score, scored := d.NodeAt(node, slots[i])
+				wv, wscore, wscored := d.Node(node, l)
+				if v != wv || score != wscore || scored != wscored {
+					t.Errorf("status %v, %s in %q: NodeAt %v %d %v, Node %v %d %v", status.Code, node, l, v, score, scored, wv, wscore, wscored)
+				}
+			}
+		}
+	}
+}

@@ -66,17 +66,44 @@ func (d *Decision) computePassesAll() bool {
 // the status when it is not Success, else the node's own verdict, else its clique's, else
 // Other; the score is its clique's, or OtherScore.
 func (d *Decision) Node(name, clique string) (v Verdict, score int64, scored bool) {
+	c, listed := d.Cliques[clique]
+	return d.NodeAt(name, Slot{CliqueVerdict: c, Listed: listed})
+}
+
+// Slot is a clique's entry in the decision, looked up ahead of Filter and Score (Slots):
+// Listed is false when the decision does not list the clique.
+type Slot struct {
+	CliqueVerdict
+	Listed bool
+}
+
+// Slots returns the decision's entries for n clique label values numbered by ordinal (which
+// gives the number of a label, false for a label it does not know): the decision's cliques are
+// looked up once per decision instead of once per node.
+func (d *Decision) Slots(n int, ordinal func(label string) (int, bool)) []Slot {
+	slots := make([]Slot, n)
+	for label, c := range d.Cliques {
+		if i, ok := ordinal(label); ok && i >= 0 && i < n {
+			slots[i] = Slot{CliqueVerdict: c, Listed: true}
+		}
+	}
+	return slots
+}
+
+// NodeAt is Node for a node whose clique's entry was looked up ahead (Slots).
+func (d *Decision) NodeAt(name string, c Slot) (v Verdict, score int64, scored bool) {
 	if d.Status.Code != CodeSuccess {
 		return d.Status, 0, false
 	}
-	c, inClique := d.Cliques[clique]
-	if nv, ok := d.Nodes[name]; ok {
-		if nv.Code == CodeSuccess && inClique {
-			return nv, int64(c.Score), true
+	if len(d.Nodes) > 0 {
+		if nv, ok := d.Nodes[name]; ok {
+			if nv.Code == CodeSuccess && c.Listed {
+				return nv, int64(c.Score), true
+			}
+			return nv, 0, false
 		}
-		return nv, 0, false
 	}
-	if inClique {
+	if c.Listed {
 		return c.Verdict, int64(c.Score), c.Code == CodeSuccess
 	}
 	return d.Other, int64(d.OtherScore), d.Other.Code == CodeSuccess

@@ -91,7 +91,7 @@ func (p *Plugin) reDecide(cs fwk.CycleState, pod *v1.Pod, op cdplace.Overlay) *f
 	if st != nil {
 		return st
 	}
-	s.decision, s.overlay = d, overlay
+	s.decision, s.table, s.overlay = d, p.tableFor(d), overlay
 	return nil
 }
 

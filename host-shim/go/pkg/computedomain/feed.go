@@ -89,6 +89,9 @@ type feed struct {
 	templateDomains map[nsName]domainRef
 	// cliqueNodes are the nodes with a non-empty clique label.
 	cliqueNodes map[string]bool
+	// index maps the node objects taken to their clique label values, for Filter and Score
+	// (nodeindex.go).
+	index *cliqueIndex
 	// pods are the pods that have claims or name the GPU resource, sent or not, with indexes to
 	// re-evaluate them when their node's label or their claims' facts change.
 	pods           map[nsName]*podEntry
@@ -128,6 +131,7 @@ func newFeed(logger klog.Logger, cluster *cdplace.Cluster, keys facts.Keys) *fee
 		claimDomains:    map[nsName]domainRef{},
 		templateDomains: map[nsName]domainRef{},
 		cliqueNodes:     map[string]bool{},
+		index:           newCliqueIndex(),
 		pods:            map[nsName]*podEntry{},
 		podsByNode:      map[string]map[nsName]struct{}{},
 		podsByClaim:     map[nsName]map[nsName]struct{}{},

@@ -23,6 +23,7 @@ func (f *feed) upsertNode(n *v1.Node) {
 		f.mu.Unlock()
 		return
 	}
+	f.index.put(n, n.Labels[f.keys.CliqueLabel])
 	if err != nil {
 		f.failedLocked(k, err, n)
 		f.setCliqueLocked(n.Name, false)
@@ -43,6 +44,7 @@ func (f *feed) deleteNode(name string, uid types.UID) {
 	f.buryLocked(k, uid)
 	f.removeLocked(k)
 	f.setCliqueLocked(name, false)
+	f.index.remove(name)
 	f.mu.Unlock()
 	f.flushIfFull()
 }

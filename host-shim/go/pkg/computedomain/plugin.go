@@ -286,7 +286,7 @@ func (p *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, 
 	}
 	decisionsTotal.WithLabelValues(statusOf(d.Status).Code().String()).Inc()
 	// Written even on rejection: preemption's RemovePod may turn it around.
-	cs.Write(stateKey, &state{decision: d})
+	cs.Write(stateKey, &state{decision: d, table: p.tableFor(d)})
 	if st := statusOf(d.Status); st != nil {
 		logger.V(5).Info("ComputeDomainPlacement rejected pod", "pod", klog.KObj(pod), "reason", d.Status.Reason)
 		p.settle.note(p, domain, pod, d.Status.Reason)
@@ -345,8 +345,7 @@ func (p *Plugin) Filter(_ context.Context, cs fwk.CycleState, _ *v1.Pod, nodeInf
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	node := nodeInfo.Node()
-	v, _, _ := s.decision.Node(node.Name, node.Labels[p.keys.CliqueLabel])
+	v, _, _ := p.nodeVerdict(s, nodeInfo.Node())
 	return statusOf(v)
 }
 
@@ -364,8 +363,7 @@ func (p *Plugin) Score(_ context.Context, cs fwk.CycleState, _ *v1.Pod, nodeInfo
 	if err != nil {
 		return 0, fwk.AsStatus(err)
 	}
-	node := nodeInfo.Node()
-	_, score, _ := s.decision.Node(node.Name, node.Labels[p.keys.CliqueLabel])
+	_, score, _ := p.nodeVerdict(s, nodeInfo.Node())
 	return score, nil
 }
 

@@ -16,14 +16,16 @@ type state struct {
 	decision *cdplace.Decision
 	// overlay lists preemption's hypothetical changes applied to produce decision.
 	overlay []cdplace.Overlay
+	// table is decision's clique entries by node object (nodeindex.go); nil: the labels are read.
+	table *nodeTable
 	// plain: decision is the steering answer shared by every plain pod (steer.go).
 	plain bool
 }
 
-// Clone implements fwk.StateData. Sharing decision is safe because it is immutable; the overlay
+// Clone implements fwk.StateData. Sharing decision and table is safe because they are immutable; the overlay
 // is copied because AddPod/RemovePod on the clone extend it.
 func (s *state) Clone() fwk.StateData {
-	return &state{decision: s.decision, overlay: append([]cdplace.Overlay(nil), s.overlay...), plain: s.plain}
+	return &state{decision: s.decision, table: s.table, overlay: append([]cdplace.Overlay(nil), s.overlay...), plain: s.plain}
 }
 
 func getState(cs fwk.CycleState) (*state, error) {

@@ -28,29 +28,36 @@ import (
 // (a domain waiting past cliqueReservationAfterSeconds) change with the clock alone.
 const steerMaxAge = time.Second
 
-// steered caches the policy's steering answer per view version, for GPU pods and others.
+// steered caches the policy's steering answer per view version, for GPU pods and others, with
+// its clique entries by node object (nodeindex.go).
 type steered struct {
 	mu  sync.Mutex
 	seq [2]uint64
 	at  [2]time.Time
 	d   [2]*cdplace.Decision
+	t   [2]*nodeTable
 }
 
-func (s *steered) get(gpus bool, seq uint64, now time.Time) *cdplace.Decision {
+// get returns the answer for the view at seq, with its table on snap (built when the cached one
+// is on another snapshot).
+func (s *steered) get(gpus bool, seq uint64, now time.Time, snap *cliqueSnapshot) (*cdplace.Decision, *nodeTable) {
 	i := kindIndex(gpus)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.d[i] != nil && s.seq[i] == seq && now.Sub(s.at[i]) < steerMaxAge {
-		return s.d[i]
+	if s.d[i] == nil || s.seq[i] != seq || now.Sub(s.at[i]) >= steerMaxAge {
+		return nil, nil
 	}
-	return nil
+	if s.t[i] == nil || s.t[i].snap != snap {
+		s.t[i] = newNodeTable(s.d[i], snap)
+	}
+	return s.d[i], s.t[i]
 }
 
-func (s *steered) put(gpus bool, seq uint64, now time.Time, d *cdplace.Decision) {
+func (s *steered) put(gpus bool, seq uint64, now time.Time, d *cdplace.Decision, t *nodeTable) {
 	i := kindIndex(gpus)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.seq[i], s.at[i], s.d[i] = seq, now, d
+	s.seq[i], s.at[i], s.d[i], s.t[i] = seq, now, d, t
 }
 
 func kindIndex(gpus bool) int {
@@ -81,7 +88,8 @@ func (p *Plugin) steer(ctx context.Context, cs fwk.CycleState, pod *v1.Pod) *fwk
 	}
 	gpus := facts.UsesGPUsOrClaims(pod, p.keys)
 	seq, now := p.feed.sequence(), timeNow()
-	d := p.steerCache.get(gpus, seq, now)
+	snap := p.feed.index.snapshot(now)
+	d, t := p.steerCache.get(gpus, seq, now, snap)
 	if d == nil {
 		if err := p.feed.flush(); err != nil {
 			return fwk.AsStatus(fmt.Errorf("computedomain: updating the policy's view for pod %s/%s: %w", pod.Namespace, pod.Name, err))
@@ -98,7 +106,8 @@ func (p *Plugin) steer(ctx context.Context, cs fwk.CycleState, pod *v1.Pod) *fwk
 			klog.FromContext(ctx).V(2).Info("ComputeDomainPlacement: steering failed; pod not steered", "pod", klog.KObj(pod), "err", err)
 			return fwk.NewStatus(fwk.Skip)
 		}
-		p.steerCache.put(gpus, seq, now, d)
+		t = newNodeTable(d, snap)
+		p.steerCache.put(gpus, seq, now, d, t)
 	}
 	if d.Status.Code == cdplace.CodeSkip {
 		return fwk.NewStatus(fwk.Skip)
@@ -106,7 +115,7 @@ func (p *Plugin) steer(ctx context.Context, cs fwk.CycleState, pod *v1.Pod) *fwk
 	if st := statusOf(d.Status); st != nil {
 		return st
 	}
-	cs.Write(stateKey, &state{decision: d, plain: true})
+	cs.Write(stateKey, &state{decision: d, table: t, plain: true})
 	if d.PassesEveryNode() {
 		// Nothing to filter: Filter is skipped, PreScore and Score still read the state.
 		return fwk.NewStatus(fwk.Skip)
