@@ -119,9 +119,11 @@ func (p *Plugin) nodeVerdict(s *state, node *v1.Node) (cdplace.Verdict, int64, b
 }
 
 // tableFor looks a decision's cliques up on the index's current snapshot; nil when the
-// decision rejects the pod (Filter and Score do not run).
+// decision rejects the pod (Filter and Score do not run), or restricts it to fewer nodes than
+// it lists cliques (a started domain's clique, the best-fitting cliques' nodes): looking those
+// nodes up through their labels costs less than building the table.
 func (p *Plugin) tableFor(d *cdplace.Decision) *nodeTable {
-	if d.Status.Code != cdplace.CodeSuccess {
+	if d.Status.Code != cdplace.CodeSuccess || (d.NodeSet != nil && len(d.NodeSet) < len(d.Cliques)) {
 		return nil
 	}
 	return newNodeTable(d, p.feed.index.snapshot(timeNow()))
