@@ -103,7 +103,14 @@ type nodeTable struct {
 	slots []cdplace.Slot
 }
 
-func newNodeTable(d *cdplace.Decision, snap *cliqueSnapshot) *nodeTable {
+// tableOn looks a decision's cliques up on snap; nil when Filter and Score do not run (the
+// decision rejects or skips the pod), or when it restricts the pod to fewer nodes than it lists
+// cliques (a started domain's clique, the best-fitting cliques' nodes): looking those nodes up
+// through their labels costs less than building the table.
+func tableOn(d *cdplace.Decision, snap *cliqueSnapshot) *nodeTable {
+	if d.Status.Code != cdplace.CodeSuccess || (d.NodeSet != nil && len(d.NodeSet) < len(d.Cliques)) {
+		return nil
+	}
 	return &nodeTable{snap: snap, slots: d.Slots(snap.n, snap.ordinal)}
 }
 
@@ -118,13 +125,7 @@ func (p *Plugin) nodeVerdict(s *state, node *v1.Node) (cdplace.Verdict, int64, b
 	return s.decision.Node(node.Name, node.Labels[p.keys.CliqueLabel])
 }
 
-// tableFor looks a decision's cliques up on the index's current snapshot; nil when the
-// decision rejects the pod (Filter and Score do not run), or restricts it to fewer nodes than
-// it lists cliques (a started domain's clique, the best-fitting cliques' nodes): looking those
-// nodes up through their labels costs less than building the table.
+// tableFor is tableOn the index's current snapshot.
 func (p *Plugin) tableFor(d *cdplace.Decision) *nodeTable {
-	if d.Status.Code != cdplace.CodeSuccess || (d.NodeSet != nil && len(d.NodeSet) < len(d.Cliques)) {
-		return nil
-	}
-	return newNodeTable(d, p.feed.index.snapshot(timeNow()))
+	return tableOn(d, p.feed.index.snapshot(timeNow()))
 }

@@ -111,7 +111,7 @@ func TestTheNodeIndexAnswersAsTheLabels(t *testing.T) {
 func BenchmarkScoreLookup(b *testing.B) {
 	p := &Plugin{feed: &feed{index: newCliqueIndex()}}
 	p.keys.CliqueLabel = "nvidia.com/gpu.clique"
-	d := &cdplace.Decision{Cliques: map[string]cdplace.CliqueVerdict{}, Other: cdplace.Verdict{Code: cdplace.CodeSuccess}, OtherScore: 100}
+	d := &cdplace.Decision{Status: cdplace.Verdict{Code: cdplace.CodeSuccess}, Cliques: map[string]cdplace.CliqueVerdict{}, Other: cdplace.Verdict{Code: cdplace.CodeSuccess}, OtherScore: 100}
 	var nodes []*v1.Node
 	for c := 0; c < 278; c++ {
 		d.Cliques[clique(c+1)] = cdplace.CliqueVerdict{Score: uint32(c % 90)}
@@ -124,7 +124,10 @@ func BenchmarkScoreLookup(b *testing.B) {
 			p.feed.index.put(n, n.Labels[p.keys.CliqueLabel])
 		}
 	}
-	table := newNodeTable(d, p.feed.index.snapshot(time.Now()))
+	table := tableOn(d, p.feed.index.snapshot(time.Now()))
+	if table == nil {
+		b.Fatal("no table for a decision that passes every node")
+	}
 	for _, c := range []struct {
 		name string
 		s    *state

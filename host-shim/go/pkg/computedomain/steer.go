@@ -38,8 +38,8 @@ type steered struct {
 	t   [2]*nodeTable
 }
 
-// get returns the answer for the view at seq, with its table on snap (built when the cached one
-// is on another snapshot).
+// get returns the answer for the view at seq, with its table on snap (looked up again when the
+// cached one is on another snapshot).
 func (s *steered) get(gpus bool, seq uint64, now time.Time, snap *cliqueSnapshot) (*cdplace.Decision, *nodeTable) {
 	i := kindIndex(gpus)
 	s.mu.Lock()
@@ -48,7 +48,7 @@ func (s *steered) get(gpus bool, seq uint64, now time.Time, snap *cliqueSnapshot
 		return nil, nil
 	}
 	if s.t[i] == nil || s.t[i].snap != snap {
-		s.t[i] = newNodeTable(s.d[i], snap)
+		s.t[i] = tableOn(s.d[i], snap)
 	}
 	return s.d[i], s.t[i]
 }
@@ -106,7 +106,7 @@ func (p *Plugin) steer(ctx context.Context, cs fwk.CycleState, pod *v1.Pod) *fwk
 			klog.FromContext(ctx).V(2).Info("ComputeDomainPlacement: steering failed; pod not steered", "pod", klog.KObj(pod), "err", err)
 			return fwk.NewStatus(fwk.Skip)
 		}
-		t = newNodeTable(d, snap)
+		t = tableOn(d, snap)
 		p.steerCache.put(gpus, seq, now, d, t)
 	}
 	if d.Status.Code == cdplace.CodeSkip {
