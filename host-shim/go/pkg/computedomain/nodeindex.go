@@ -125,7 +125,23 @@ func (p *Plugin) nodeVerdict(s *state, node *v1.Node) (cdplace.Verdict, int64, b
 	return s.decision.Node(node.Name, node.Labels[p.keys.CliqueLabel])
 }
 
-// tableFor is tableOn the index's current snapshot.
+// tableFor is tableOn the index's current snapshot. The last one is kept: a decision reused for
+// the next pods of its domain (decide) keeps its table while the snapshot stands.
 func (p *Plugin) tableFor(d *cdplace.Decision) *nodeTable {
-	return tableOn(d, p.feed.index.snapshot(timeNow()))
+	snap := p.feed.index.snapshot(timeNow())
+	m := &p.lastTable
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.d != d || m.snap != snap {
+		m.d, m.snap, m.t = d, snap, tableOn(d, snap)
+	}
+	return m.t
+}
+
+// tableMemo is the last decision tableFor was asked for, with its table (nil included).
+type tableMemo struct {
+	mu   sync.Mutex
+	d    *cdplace.Decision
+	snap *cliqueSnapshot
+	t    *nodeTable
 }

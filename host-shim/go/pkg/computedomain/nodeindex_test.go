@@ -70,6 +70,10 @@ func TestTheNodeIndexAnswersAsTheLabels(t *testing.T) {
 		t.Fatalf("a ComputeDomain pod's state has no table: %v", err)
 	}
 	agree(t, e.plugin, s, nodes)
+	// The next pod's reused decision on the same snapshot keeps its table.
+	if again, _ := getState(e.schedule(cd1).state); again.decision != s.decision || again.table != s.table {
+		t.Fatal("a reused decision on an unchanged snapshot got its table built again")
+	}
 	if !r.filter["b-01"].IsSuccess() || r.filter["a-00"].IsSuccess() || r.filter["cpu-0"].IsSuccess() {
 		t.Fatalf("the domain homed in b passes only b's trays: %v", r.filter)
 	}

@@ -86,6 +86,8 @@ type Plugin struct {
 	// (registering them otherwise would hold the scheduler's start on an informer that never
 	// syncs).
 	domainEvents bool
+	// lastTable keeps the last ComputeDomain decision's node table (nodeindex.go).
+	lastTable tableMemo
 	// podGroupEvents: the Workload API was served at start (PodGroups size domains), so its
 	// events are registered.
 	podGroupEvents bool
