@@ -172,7 +172,12 @@ fn result(r: policy::PreFilterResult) -> wv::PreFilterResult {
         cliques: r
             .cliques
             .into_iter()
-            .map(|c| wv::CliqueVerdict { clique: c.clique, verdict: verdict(c.verdict), score: c.score })
+            .map(|c| wv::CliqueVerdict {
+                clique: c.clique,
+                verdict: verdict(c.verdict),
+                score: c.score,
+                stable: c.stable,
+            })
             .collect(),
         other: verdict(r.other),
         other_score: r.other_score,

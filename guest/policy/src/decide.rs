@@ -258,6 +258,7 @@ impl View {
                     clique: home,
                     verdict: Verdict::SUCCESS,
                     score: self.scale(100, ask, clique),
+                    stable: false,
                 }],
                 other,
                 nodes: Vec::new(),
@@ -452,9 +453,11 @@ impl View {
         for (&(_, id), &score) in fits.iter().zip(&scores) {
             let c = &self.cliques[&id];
             match passed_over {
-                Some(v) if score < cut => d.cliques.push(CliqueVerdict { clique: id, verdict: v, score: 0 }),
+                Some(v) if score < cut => {
+                    d.cliques.push(CliqueVerdict { clique: id, verdict: v, score: 0, stable: false })
+                }
                 _ => {
-                    d.cliques.push(CliqueVerdict { clique: id, verdict: Verdict::SUCCESS, score });
+                    d.cliques.push(CliqueVerdict { clique: id, verdict: Verdict::SUCCESS, score, stable: false });
                     self.node_overrides(c, ask, &cd, r, &mut d.nodes);
                 }
             }
@@ -484,7 +487,7 @@ impl View {
                 ),
                 (None, None) => too_small,
             };
-            d.cliques.push(CliqueVerdict { clique: id, verdict, score: 0 });
+            d.cliques.push(CliqueVerdict { clique: id, verdict, score: 0, stable: false });
         }
         self.malformed_overrides(r, &mut d.nodes);
         d

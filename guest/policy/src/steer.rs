@@ -12,6 +12,14 @@
 //!   new trays while backfill would delay that domain;
 //! - a plain GPU pod may not take a free tray of a clique whose free trays are all promised to
 //!   domains that started there and still place pods (it may still share a tray already in use).
+//!
+//! The answer also marks the cliques where one more plain pod changes nothing of it but that
+//! clique's own score ([`CliqueVerdict::stable`]): broken already, nothing promised there, and no
+//! clique reserved anywhere (a reservation goes to the clique with the fewest trays still to free,
+//! so taking a tray anywhere can move it). The host keeps the answer across plain placements on
+//! those cliques, so a run of plain pods filling a broken clique asks once, not once a pod; the
+//! clique's own score is then a little low (it got fuller), which keeps the order among broken
+//! cliques that matters: the one being filled already scores highest.
 
 use alloc::format;
 use alloc::string::String;
@@ -69,6 +77,9 @@ impl View {
             };
             let reserved = reservations.iter().find(|x| x.clique == id);
             let score = if reserved.is_some() { SCORE_RESERVED } else { score };
+            // Broken stays broken and only gets fuller; with nothing promised no verdict here can
+            // close; with no reservation none can move (see the top of this file).
+            let stable = reservations.is_empty() && c.promised == 0 && busy > 0;
             let mut verdict = Verdict::SUCCESS;
             let closed = if gpus && c.promised > 0 && free <= c.promised {
                 Some(format!(
@@ -98,7 +109,7 @@ impl View {
                     }
                 }
             }
-            r.cliques.push(CliqueVerdict { clique: id, verdict, score });
+            r.cliques.push(CliqueVerdict { clique: id, verdict, score, stable });
         }
         r
     }
@@ -133,6 +144,7 @@ mod tests {
     use alloc::format;
 
     use super::*;
+    use crate::facts::{Placement, StrId};
     use crate::testutil::{Fx, clique};
 
     /// A plain 4-GPU pod, pending.
@@ -262,5 +274,135 @@ mod tests {
         // A CPU pod is only scored away.
         let cpu = f.v.steer(false, 120_000);
         assert_eq!(score_of(&f, &cpu, 1), (Code::Success, SCORE_RESERVED));
+    }
+
+    /// `(label, stable)` of every clique of an answer.
+    fn stable_of(f: &Fx, r: &PreFilterResult) -> alloc::vec::Vec<(String, bool)> {
+        r.cliques.iter().map(|c| (String::from(f.v.str(c.clique)), c.stable)).collect()
+    }
+
+    /// `after` is `before` but for clique `placed`'s own score, which may only rise.
+    fn same_but_placed(before: &PreFilterResult, after: &PreFilterResult, placed: StrId) -> bool {
+        let mut b = before.clone();
+        for (x, y) in b.cliques.iter_mut().zip(&after.cliques) {
+            if x.clique == placed && y.clique == placed && y.score >= x.score {
+                x.score = y.score;
+            }
+        }
+        b == *after
+    }
+
+    /// What `stable` promises, checked on every tray of every clique: a plain pod placed on a tray
+    /// of a stable clique (pending first, then assumed, then bound, as the host sends it) changes
+    /// no verdict and no score but that clique's own, which rises; and the flag is not given where
+    /// a placement would change the answer (an intact clique turns broken; a clique whose free
+    /// trays would fall to what a starting domain was promised closes).
+    #[test]
+    fn a_plain_pod_on_a_stable_clique_leaves_the_answer() {
+        let mut f = Fx::new("");
+        f.rack("a", 1, 6); // intact
+        f.rack("b", 2, 6); // broken: 2 trays busy
+        f.rack("c", 3, 5); // a domain started there: 2 of 4 pods bound, 3 free, 2 promised
+        f.rack("d", 4, 3); // broken: every tray half used
+        f.rack("e", 5, 2); // empty of usable trays: both cordoned
+        for i in 0..2 {
+            f.plain("ns", &format!("b-p{i}"), &format!("b-{i:02}"), 4, 0);
+        }
+        for i in 0..3 {
+            f.plain("ns", &format!("d-p{i}"), &format!("d-{i:02}"), 2, 0);
+        }
+        f.domain("ns", "train", "uid-train");
+        for i in 0..4 {
+            f.pod("ns", &format!("t{i}"), "train", |p| p.size_hint = Some(4));
+        }
+        for i in 0..2 {
+            f.bind("ns", &format!("t{i}"), &format!("c-{i:02}"));
+        }
+        let label = f.id(&clique(5));
+        for i in 0..2 {
+            let name = f.id(&format!("e-{i:02}"));
+            let n = crate::facts::NodeFact {
+                name,
+                clique_label: Some(label),
+                unschedulable: true,
+                gpus: 4,
+                domain_label: None,
+            };
+            f.v.apply([crate::facts::Delta::UpsertNode(n)]).expect("node");
+        }
+        f.v.assert_consistent();
+        for gpus in [true, false] {
+            let before = f.v.steer(gpus, 0);
+            let flags = stable_of(&f, &before);
+            let want: alloc::vec::Vec<(String, bool)> = [(1, false), (2, true), (3, false), (4, true), (5, false)]
+                .iter()
+                .map(|&(c, s)| (clique(c), s))
+                .collect();
+            assert_eq!(flags, want, "gpus {gpus}");
+            let mut tried = 0;
+            for (rack, id, trays) in [("a", 1u32, 6u32), ("b", 2, 6), ("c", 3, 5), ("d", 4, 3)] {
+                let placed = f.id(&clique(id));
+                let stable = before.cliques.iter().find(|c| c.clique == placed).unwrap().stable;
+                let mut changed = false;
+                for t in 0..trays {
+                    let node = format!("{rack}-{t:02}");
+                    let n = f.id(&node);
+                    // As the host sends a plain pod it reserves: pending, assumed, bound.
+                    f.pod("ns", "new", "none", |p| {
+                        p.claims.clear();
+                        p.gpus = 2;
+                    });
+                    let pending = f.v.steer(gpus, 0);
+                    assert_eq!(pending, before, "a pending plain pod changes nothing ({node})");
+                    for placement in [Placement::Assumed, Placement::Bound] {
+                        f.update_pod("ns", "new", |p| {
+                            p.placement = placement;
+                            p.node = Some(n);
+                        });
+                        let after = f.v.steer(gpus, 0);
+                        let same = same_but_placed(&before, &after, placed);
+                        if stable {
+                            assert!(same, "{node} {placement:?}: {before:?} then {after:?}");
+                            tried += 1;
+                        }
+                        changed |= !same;
+                    }
+                    f.remove_pod("ns", "new");
+                    assert_eq!(f.v.steer(gpus, 0), before, "back as it was ({node})");
+                }
+                // Not stable where a placement changes the answer: intact turns broken; in c the
+                // free trays fall to the 2 promised and a GPU pod's verdict closes.
+                if id == 1 || (id == 3 && gpus) {
+                    assert!(changed, "clique {id} must not be stable (gpus {gpus})");
+                }
+            }
+            assert_eq!(tried, 2 * (6 + 3), "every tray of b and d, assumed and bound");
+        }
+    }
+
+    /// While any clique is reserved, no clique is stable: a tray taken anywhere can move the
+    /// reservation (it goes to the clique with the fewest trays still to free).
+    #[test]
+    fn nothing_is_stable_while_a_clique_is_reserved() {
+        let mut f = Fx::new(r#"{"cliqueReservationAfterSeconds": 60}"#);
+        f.rack("a", 1, 8);
+        f.rack("b", 2, 8);
+        for (rack, n) in [("a", 3u32), ("b", 5)] {
+            for i in 0..n {
+                f.plain("ns", &format!("{rack}-p{i}"), &format!("{rack}-{i:02}"), 4, 0);
+            }
+        }
+        f.domain("ns", "big", "uid-big");
+        for i in 0..7 {
+            f.pod("ns", &format!("big-{i}"), "big", |p| {
+                p.size_hint = Some(7);
+                p.created_ms = 1_000;
+            });
+        }
+        let early = f.v.steer(true, 30_000);
+        assert!(early.cliques.iter().all(|c| c.stable), "nothing reserved yet: {:?}", stable_of(&f, &early));
+        let late = f.v.steer(true, 120_000);
+        assert!(late.cliques.iter().any(|c| c.verdict.code != Code::Success), "a is reserved");
+        assert!(late.cliques.iter().all(|c| !c.stable), "{:?}", stable_of(&f, &late));
     }
 }

@@ -50,6 +50,12 @@ pub struct CliqueVerdict {
     pub verdict: Verdict,
     /// 0..=100, higher is better.
     pub score: u32,
+    /// Steering only (false in a ComputeDomain pod's answer): a pod without a ComputeDomain
+    /// placed on a tray of this clique leaves every verdict of this answer as it is and changes
+    /// no score but this clique's own, which can only rise (it gets fuller). The host may then
+    /// keep using the answer for the next plain pods instead of asking again. See
+    /// [`crate::steer`].
+    pub stable: bool,
 }
 
 /// A node whose verdict differs from its clique's.

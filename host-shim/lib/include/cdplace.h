@@ -211,14 +211,16 @@ cdplace_error_t *cdplace_cluster_forget(const cdplace_cluster_t *c, const char *
  * applied; overlay_len 0 means none:
  *   u32 n x (u8 op (1 remove, 2 add), str namespace, str name, str node ("" for remove))
  * Writes the packed decision to *out:
- *   "CDP3"
+ *   "CDP4"
  *   u32 nreasons, nreasons x str
  *   status: u8 code (cdplace_code_t), u32 reason (index into the reasons)
  *   u8 has_domain, [str domain]                    the pod's ComputeDomain UID
  *   u8 exclusive                                   only the successful cliques are allowed
  *   other: u8 code, u32 reason, u32 score          nodes whose clique is not listed (score:
  *                                                  when other is Success, plain-pod steering)
- *   u32 ncliques x (str label, u8 code, u32 reason, u32 score)   by clique label value
+ *   u32 ncliques x (str label, u8 code, u32 reason, u32 score, u8 flags)   by clique label
+ *                                                  value; flags bit 0: stable (plain-pod steering:
+ *                                                  a plain pod placed there keeps this answer)
  *   u32 nnodes x (str node, u8 code, u32 reason)                 nodes that differ from their clique
  *   u8 has_node_set, [u32 n x str node]            the PreFilterResult: when exclusive, the nodes
  *                                                  of the domain's clique; for a domain not started,

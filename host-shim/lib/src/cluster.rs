@@ -100,7 +100,7 @@ impl Cluster {
         self.pool.pre_filter(namespace, name, overlay, decision::decision)
     }
 
-    /// [`Cluster::pre_filter`] answered in the packed `CDP3` form (see [`crate::decision`]): what
+    /// [`Cluster::pre_filter`] answered in the packed `CDP4` form (see [`crate::decision`]): what
     /// the Go adapter reads; no per-node strings are built.
     pub fn pre_filter_packed(&self, namespace: &str, name: &str, overlay: &[Overlay]) -> Result<Vec<u8>> {
         self.pool.pre_filter(namespace, name, overlay, decision::packed)
@@ -112,7 +112,7 @@ impl Cluster {
         self.pool.steer(gpus, decision::decision)
     }
 
-    /// [`Cluster::steer`] in the packed `CDP3` form.
+    /// [`Cluster::steer`] in the packed `CDP4` form.
     pub fn steer_packed(&self, gpus: bool) -> Result<Vec<u8>> {
         self.pool.steer(gpus, decision::packed)
     }

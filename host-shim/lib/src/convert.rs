@@ -179,7 +179,12 @@ pub(crate) fn result(r: v::PreFilterResult) -> p::PreFilterResult {
         cliques: r
             .cliques
             .into_iter()
-            .map(|c| p::CliqueVerdict { clique: c.clique, verdict: verdict(c.verdict), score: c.score })
+            .map(|c| p::CliqueVerdict {
+                clique: c.clique,
+                verdict: verdict(c.verdict),
+                score: c.score,
+                stable: c.stable,
+            })
             .collect(),
         other: verdict(r.other),
         other_score: r.other_score,

@@ -1,18 +1,18 @@
 //! What PreFilter decided for a pod, in the two forms the host gives it: [`Decision`] (every id
-//! resolved to its string; the CLI and tests) and the packed `CDP3` bytes the Go adapter reads
+//! resolved to its string; the CLI and tests) and the packed `CDP4` bytes the Go adapter reads
 //! (no per-node strings built). Both carry the PreFilterResult node set, decided here once
 //! ([`CANDIDATE_CLIQUES`]).
 //!
-//! `CDP3`, little-endian, `str` = u32 length + UTF-8 (the same text as `include/cdplace.h`):
+//! `CDP4`, little-endian, `str` = u32 length + UTF-8 (the same text as `include/cdplace.h`):
 //!
 //! ```text
-//! "CDP3"
+//! "CDP4"
 //! u32 nreasons, nreasons x str
 //! status: u8 code, u32 reason
 //! u8 has_domain, [str domain]
 //! u8 exclusive
 //! other: u8 code, u32 reason, u32 score
-//! u32 ncliques x (str label, u8 code, u32 reason, u32 score)
+//! u32 ncliques x (str label, u8 code, u32 reason, u32 score, u8 flags)   flags bit 0: stable
 //! u32 nnodes x (str node, u8 code, u32 reason)
 //! u8 has_node_set, [u32 n x str node]
 //! ```
@@ -22,7 +22,7 @@
 //! Score(node) = cliques[label].score, or other's score for a node outside the listed cliques,
 //! when Filter(node) is Success.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use cdplace_policy::{Code, PreFilterResult, StrId, Verdict};
 
@@ -34,7 +34,7 @@ use crate::wire::Writer;
 pub use cdplace_policy::CANDIDATE_CLIQUES;
 
 /// The first four bytes of a packed decision.
-pub const MAGIC: &[u8; 4] = b"CDP3";
+pub const MAGIC: &[u8; 4] = b"CDP4";
 
 /// A framework status: code and reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +58,9 @@ pub struct Decision {
     pub other: Status,
     /// Their score when `other` is success (plain-pod steering).
     pub other_score: u32,
+    /// The cliques where a plain pod placed keeps this answer (plain-pod steering; see
+    /// `CliqueVerdict::stable`).
+    pub stable: BTreeSet<String>,
     /// Nodes whose verdict differs from their clique's.
     pub nodes: BTreeMap<String, Status>,
     /// The PreFilterResult, sorted: when exclusive, the nodes of the domain's clique; for a domain
@@ -120,12 +123,13 @@ pub(crate) fn decision(st: &State, r: &PreFilterResult) -> Decision {
         cliques: r.cliques.iter().map(|c| (text(c.clique), (status(r, c.verdict), c.score))).collect(),
         other: status(r, r.other),
         other_score: r.other_score,
+        stable: r.cliques.iter().filter(|c| c.stable).map(|c| text(c.clique)).collect(),
         nodes: r.nodes.iter().map(|n| (text(n.node), status(r, n.verdict))).collect(),
         node_set: node_set(st, r).map(|v| v.into_iter().map(String::from).collect()),
     }
 }
 
-/// `r` in the packed `CDP3` form.
+/// `r` in the packed `CDP4` form.
 pub(crate) fn packed(st: &State, r: &PreFilterResult) -> Vec<u8> {
     fn verdict(out: &mut Vec<u8>, v: Verdict) {
         out.put_u8(v.code as u8);
@@ -152,6 +156,7 @@ pub(crate) fn packed(st: &State, r: &PreFilterResult) -> Vec<u8> {
         out.put_str(text(c.clique));
         verdict(&mut out, c.verdict);
         out.put_u32(c.score);
+        out.put_u8(u8::from(c.stable));
     }
     out.put_u32(count(r.nodes.len()));
     for n in &r.nodes {
@@ -185,7 +190,12 @@ mod tests {
             exclusive,
             cliques: scores
                 .iter()
-                .map(|&(clique, code, score)| CliqueVerdict { clique, verdict: Verdict { code, reason: 0 }, score })
+                .map(|&(clique, code, score)| CliqueVerdict {
+                    clique,
+                    verdict: Verdict { code, reason: 0 },
+                    score,
+                    stable: false,
+                })
                 .collect(),
             other: Verdict { code: Code::Unschedulable, reason: 0 },
             other_score: 0,

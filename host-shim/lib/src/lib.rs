@@ -8,7 +8,7 @@
 //! Modules: [`runtime`] (engine, limits, guest instances), [`evaluator`] (the policy backend
 //! as a trait, the WIT fact types), [`cluster`] (the view's API),
 //! `state` (per-object facts and the deltas they emit), `interner`, `pool` (instances and the
-//! journal), [`decision`] (decisions, the node set, `CDP3`), [`preemption`] (gang preemption's victims), [`fleet`] (the fleet status), [`extract`] (Kubernetes objects to
+//! journal), [`decision`] (decisions, the node set, `CDP4`), [`preemption`] (gang preemption's victims), [`fleet`] (the fleet status), [`extract`] (Kubernetes objects to
 //! facts), [`facts`] (the packed batch `CDF3`), [`overlay`], [`settings`], `wire` (packed
 //! primitives), `bindings` and `convert` (the WIT types), [`ffi`] (the only module with
 //! `unsafe`), [`error`].

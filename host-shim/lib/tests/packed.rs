@@ -1,5 +1,5 @@
 //! The packed paths of the C ABI, through the Rust API: a facts batch (`CDF3`) applies exactly
-//! as the JSON objects it was extracted from, atomically; the packed decision (`CDP3`) says what
+//! as the JSON objects it was extracted from, atomically; the packed decision (`CDP4`) says what
 //! the `Decision` says, node set included; the packed overlay acts as the typed one.
 
 use cdplace_host::facts::{self, Record};
@@ -18,7 +18,7 @@ fn wasm() -> Cluster {
 fn decide(c: &Cluster, ns: &str, name: &str, overlay: &[Overlay]) -> Decision {
     let d = c.pre_filter(ns, name, overlay).expect("pre_filter");
     let packed = decode_decision(&c.pre_filter_packed(ns, name, overlay).expect("pre_filter_packed"));
-    assert_eq!(packed, d, "CDP3 and Decision differ for {ns}/{name}");
+    assert_eq!(packed, d, "CDP4 and Decision differ for {ns}/{name}");
     d
 }
 

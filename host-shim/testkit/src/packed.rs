@@ -1,5 +1,5 @@
 //! The packed formats from the other side: facts batches (`CDF3`) built from Kubernetes objects
-//! as the Go adapter would send them, and a decoder of the packed decision (`CDP3`) written
+//! as the Go adapter would send them, and a decoder of the packed decision (`CDP4`) written
 //! from the layout in `include/cdplace.h`, independent of the host's encoder, so tests can check
 //! that both forms of a decision say the same.
 
@@ -47,10 +47,10 @@ fn code(b: u8) -> Code {
     }
 }
 
-/// Reads a `CDP3` decision; panics on anything malformed.
+/// Reads a `CDP4` decision; panics on anything malformed.
 pub fn decode_decision(bytes: &[u8]) -> Decision {
     let mut c = Cursor(bytes);
-    assert_eq!(c.take(4), b"CDP3", "magic");
+    assert_eq!(c.take(4), b"CDP4", "magic");
     let reasons: Vec<String> = (0..c.u32()).map(|_| c.str()).collect();
     let verdict = |c: &mut Cursor<'_>| {
         let code = code(c.u8());
@@ -61,11 +61,20 @@ pub fn decode_decision(bytes: &[u8]) -> Decision {
     let exclusive = c.u8() == 1;
     let other = verdict(&mut c);
     let other_score = c.u32();
+    let mut stable = std::collections::BTreeSet::new();
     let cliques = (0..c.u32())
         .map(|_| {
             let label = c.str();
             let s = verdict(&mut c);
-            (label, (s, c.u32()))
+            let score = c.u32();
+            match c.u8() {
+                0 => {}
+                1 => {
+                    stable.insert(label.clone());
+                }
+                f => panic!("clique flags {f:#x}: only bit 0 is defined"),
+            }
+            (label, (s, score))
         })
         .collect();
     let nodes = (0..c.u32())
@@ -76,5 +85,5 @@ pub fn decode_decision(bytes: &[u8]) -> Decision {
         .collect();
     let node_set = (c.u8() == 1).then(|| (0..c.u32()).map(|_| c.str()).collect());
     assert!(c.0.is_empty(), "{} bytes after the decision", c.0.len());
-    Decision { status, domain, exclusive, cliques, other, other_score, nodes, node_set }
+    Decision { status, domain, exclusive, cliques, other, other_score, stable, nodes, node_set }
 }

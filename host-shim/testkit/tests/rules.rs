@@ -1051,9 +1051,14 @@ fn plain_pods_are_steered_off_intact_cliques_and_promised_trays() {
         objs.push(if i < 2 { bound(p, &format!("b-{i:02}")) } else { p });
     }
     objs.push(bound(pod(NS, "half", None, 2), "b-02"));
+    objs.extend(rack("c", 3, 4)); // broken by a plain pod, nothing promised
+    objs.push(bound(pod(NS, "plain-c", None, 4), "c-00"));
     let t = Twin::new(&objs);
     let d = t.steer(true);
     assert_eq!(d.status.code, Code::Success);
+    // Only where one more plain pod changes nothing but that clique's score: not the intact
+    // clique (it would break), not the one with promised trays (it may close).
+    assert_eq!(d.stable, std::collections::BTreeSet::from([c(3)]), "stable cliques, packed included");
     assert_eq!(d.node_set, None, "steering never restricts the node set");
     let (code, _, unlabelled) = verdict(&d, "cpu-0", None);
     assert_eq!((code, unlabelled), (Code::Success, Some(100)));

@@ -349,6 +349,7 @@ mod tests {
             cliques: Default::default(),
             other: ok,
             other_score: 0,
+            stable: Default::default(),
             nodes: Default::default(),
             node_set: allowed.map(|v| v.into_iter().map(String::from).collect()),
         }

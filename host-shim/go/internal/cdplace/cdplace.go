@@ -2,7 +2,7 @@
 // it loads the policy component into wasmtime and keeps the cluster view the policy decides
 // on. It owns everything that crosses the boundary: the status codes and object kinds
 // (mirrored once from the header's enums), the error sentinels (errors.Is), the packed facts
-// batch CDF3 (facts.go), the packed overlay and the packed decision CDP3 (decision.go). A guest
+// batch CDF3 (facts.go), the packed overlay and the packed decision CDP4 (decision.go). A guest
 // trap, timeout or memory exhaustion is an error value, never a crash of the scheduler.
 //
 // Every call into C that carries facts or asks the policy is counted (Crossings,

@@ -172,7 +172,7 @@ func TestEveryCallIsCounted(t *testing.T) {
 func TestDecisionDecoding(t *testing.T) {
 	// status Success, domain "d", exclusive, other Unschedulable "x", one clique, one node, a node set.
 	var b []byte
-	b = append(b, "CDP3"...)
+	b = append(b, "CDP4"...)
 	b = append(b, 2, 0, 0, 0)
 	b = appendStr(b, "")
 	b = appendStr(b, "x")
@@ -183,6 +183,8 @@ func TestDecisionDecoding(t *testing.T) {
 	b = append(b, 1, 0, 0, 0)
 	b = appendStr(b, "u.1")
 	b = append(b, byte(CodeSuccess), 0, 0, 0, 0, 70, 0, 0, 0)
+	flagsAt := len(b)
+	b = append(b, cliqueStable)
 	b = append(b, 1, 0, 0, 0)
 	b = appendStr(b, "a-0")
 	b = append(b, byte(CodeUnschedulable), 1, 0, 0, 0)
@@ -192,7 +194,7 @@ func TestDecisionDecoding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Domain != "d" || !d.Exclusive || d.Other.Reason != "x" || !slices.Equal(d.NodeSet, []string{"a-1"}) {
+	if d.Domain != "d" || !d.Exclusive || d.Other.Reason != "x" || !slices.Equal(d.NodeSet, []string{"a-1"}) || !d.Cliques["u.1"].Stable {
 		t.Fatalf("decoded %+v", d)
 	}
 	for _, c := range []struct {
@@ -214,6 +216,15 @@ func TestDecisionDecoding(t *testing.T) {
 	bad[4+4+4+4+1] = 9 // the status code
 	if _, err := DecodeDecision(bad); err == nil || !strings.Contains(err.Error(), "is not a cdplace_code_t") {
 		t.Fatalf("bad code: %v", err)
+	}
+	bad = slices.Clone(b)
+	bad[flagsAt] = 2
+	if _, err := DecodeDecision(bad); err == nil || !strings.Contains(err.Error(), "clique flags 0x2") {
+		t.Fatalf("undefined clique flag: %v", err)
+	}
+	bad[flagsAt] = 0
+	if d, err := DecodeDecision(bad); err != nil || d.Cliques["u.1"].Stable {
+		t.Fatalf("flags 0: not stable: %+v %v", d, err)
 	}
 	if _, err := DecodeDecision(append(slices.Clone(b), 0)); err == nil {
 		t.Fatal("trailing bytes must be an error")

@@ -15,6 +15,10 @@ type Verdict struct {
 type CliqueVerdict struct {
 	Verdict
 	Score uint32
+	// Stable (plain-pod steering only): a pod without a ComputeDomain placed on a tray of this
+	// clique leaves the decision's verdicts as they are and changes no score but this clique's
+	// own, which can only rise; the decision may serve the next plain pods.
+	Stable bool
 }
 
 // Decision is what PreFilter decided for a pod; Filter and Score are lookups in it (Node). It is
@@ -224,9 +228,12 @@ func (r *reader) count(what string, min int) int {
 }
 
 // decisionMagic opens a packed decision.
-const decisionMagic = "CDP3"
+const decisionMagic = "CDP4"
 
-// DecodeDecision reads a packed decision (include/cdplace.h, "CDP3").
+// cliqueStable is bit 0 of a clique's flags: CliqueVerdict.Stable.
+const cliqueStable = 1
+
+// DecodeDecision reads a packed decision (include/cdplace.h, "CDP4").
 func DecodeDecision(b []byte) (*Decision, error) {
 	if len(b) < 4 || string(b[:4]) != decisionMagic {
 		return nil, fmt.Errorf("cdplace: packed decision does not start with %q", decisionMagic)
@@ -243,12 +250,17 @@ func DecodeDecision(b []byte) (*Decision, error) {
 	d.Exclusive = r.u8("exclusive") == 1
 	d.Other = r.verdict("other", reasons)
 	d.OtherScore = r.u32("other score")
-	n := r.count("ncliques", 13)
+	n := r.count("ncliques", 14)
 	d.Cliques = make(map[string]CliqueVerdict, n)
 	for i := 0; i < n && r.err == nil; i++ {
 		label := r.str("clique label")
 		v := r.verdict("clique", reasons)
-		d.Cliques[label] = CliqueVerdict{Verdict: v, Score: r.u32("clique score")}
+		score := r.u32("clique score")
+		flags := r.u8("clique flags")
+		if flags&^cliqueStable != 0 {
+			r.fail(fmt.Sprintf("clique flags %#x: only bit 0 is defined", flags))
+		}
+		d.Cliques[label] = CliqueVerdict{Verdict: v, Score: score, Stable: flags&cliqueStable != 0}
 	}
 	n = r.count("nnodes", 9)
 	d.Nodes = make(map[string]Verdict, n)

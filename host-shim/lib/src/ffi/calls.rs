@@ -48,7 +48,7 @@ pub unsafe extern "C" fn cdplace_cluster_status(
 }
 
 /// PreFilter for the pod `ns/name`, as if the packed overlay (layout in the header; zero bytes
-/// for none) were applied. Writes the packed decision `CDP3` to `out` (free with
+/// for none) were applied. Writes the packed decision `CDP4` to `out` (free with
 /// `cdplace_bytes_delete`). A guest trap, timeout or memory exhaustion is an error
 /// (`CDPLACE_ERROR_TRAP`, `_TIMEOUT`, `_OUT_OF_MEMORY`); the instance is discarded and the next
 /// call uses a fresh one.
@@ -81,7 +81,7 @@ pub unsafe extern "C" fn cdplace_cluster_pre_filter(
 }
 
 /// Plain-pod steering: where a pod without a ComputeDomain should go; `gpus` is 1 when it uses
-/// GPUs, else 0. Writes the packed decision (`CDP3`, as `cdplace_cluster_pre_filter`) to `out`.
+/// GPUs, else 0. Writes the packed decision (`CDP4`, as `cdplace_cluster_pre_filter`) to `out`.
 /// Errors as for PreFilter (no unknown pod).
 ///
 /// # Safety
