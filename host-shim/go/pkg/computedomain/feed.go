@@ -72,6 +72,13 @@ type feed struct {
 	rbuf     []resolved
 	// seq changes whenever the view will change: every queued record, Assume and Forget.
 	seq uint64
+	// steerSeq is seq but for the changes that leave the last steering answers valid: a pod
+	// without a ComputeDomain sent with no node, or placed on a tray of a clique every steering
+	// answer at steerSeq marked stable (steer.go). stable are those cliques' label values,
+	// valid while stableAt == steerSeq.
+	steerSeq uint64
+	stable   map[string]bool
+	stableAt uint64
 	// queued counts records queued since start (tests).
 	queued uint64
 
@@ -87,8 +94,8 @@ type feed struct {
 	// Facts the classification reads: claims and templates that name a domain.
 	claimDomains    map[nsName]domainRef
 	templateDomains map[nsName]domainRef
-	// cliqueNodes are the nodes with a non-empty clique label.
-	cliqueNodes map[string]bool
+	// cliqueNodes are the nodes with a non-empty clique label, with its value.
+	cliqueNodes map[string]string
 	// index maps the node objects taken to their clique label values, for Filter and Score
 	// (nodeindex.go).
 	index *cliqueIndex
@@ -130,7 +137,7 @@ func newFeed(logger klog.Logger, cluster *cdplace.Cluster, keys facts.Keys) *fee
 		now:             time.Now,
 		claimDomains:    map[nsName]domainRef{},
 		templateDomains: map[nsName]domainRef{},
-		cliqueNodes:     map[string]bool{},
+		cliqueNodes:     map[string]string{},
 		index:           newCliqueIndex(),
 		pods:            map[nsName]*podEntry{},
 		podsByNode:      map[string]map[nsName]struct{}{},
@@ -144,14 +151,28 @@ func newFeed(logger klog.Logger, cluster *cdplace.Cluster, keys facts.Keys) *fee
 // putLocked queues the record unless it equals the object's last one; it reports whether it
 // queued it. The record is copied.
 func (f *feed) putLocked(k objKey, record []byte) bool {
+	return f.queueLocked(k, record, false)
+}
+
+// queueLocked is putLocked; steerKeeps says the change leaves the steering answers valid
+// (steerSeq stays).
+func (f *feed) queueLocked(k objKey, record []byte, steerKeeps bool) bool {
 	if last, ok := f.records[k]; ok && bytes.Equal(last, record) {
 		return false
 	}
 	f.records[k] = bytes.Clone(record)
 	f.pending.Add(record)
-	f.seq++
+	f.changedLocked(steerKeeps)
 	f.queued++
 	return true
+}
+
+// changedLocked counts a change of the view.
+func (f *feed) changedLocked(steerKeeps bool) {
+	f.seq++
+	if !steerKeeps {
+		f.steerSeq++
+	}
 }
 
 // removeLocked queues the object's removal when the view has it.
@@ -166,7 +187,7 @@ func (f *feed) removeLocked(k objKey) {
 	}
 	f.scratch = cdplace.AppendRemove(f.scratch[:0], k.kind, ns, k.name)
 	f.pending.Add(f.scratch)
-	f.seq++
+	f.changedLocked(false)
 	f.queued++
 }
 
@@ -327,11 +348,61 @@ func (f *feed) sequence() uint64 {
 	return f.seq
 }
 
+// steerSequence is steerSeq, once the feed caught up as for sequence.
+func (f *feed) steerSequence() uint64 {
+	f.catchUp()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.steerSeq
+}
+
 // bump records a change made outside the batch (Assume, Forget).
 func (f *feed) bump() {
 	f.mu.Lock()
-	f.seq++
+	f.changedLocked(false)
 	f.mu.Unlock()
+}
+
+// bumpPlaced records the Assume of a pod on node; plain says it has no ComputeDomain. On a tray
+// of a stable clique it leaves the steering answers valid.
+func (f *feed) bumpPlaced(node string, plain bool) {
+	f.mu.Lock()
+	f.changedLocked(plain && f.steerKeepsOnLocked(node))
+	f.mu.Unlock()
+}
+
+// steerKeepsOnLocked reports whether a plain pod placed on node ("": none) leaves the steering
+// answers at steerSeq valid.
+func (f *feed) steerKeepsOnLocked(node string) bool {
+	if f.stableAt != f.steerSeq || f.stable == nil {
+		return false
+	}
+	return node == "" || f.stable[f.cliqueNodes[node]]
+}
+
+// setStable records the stable cliques of a steering answer asked at steerSeq at: every answer
+// at one steerSeq must keep, so a second one narrows the set (the two kinds, or an answer asked
+// again after steerMaxAge); an answer older than steerSeq sets nothing.
+func (f *feed) setStable(at uint64, d *cdplace.Decision) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if at != f.steerSeq {
+		return
+	}
+	if f.stableAt != at || f.stable == nil {
+		f.stable, f.stableAt = map[string]bool{}, at
+		for label, c := range d.Cliques {
+			if c.Stable {
+				f.stable[label] = true
+			}
+		}
+		return
+	}
+	for label := range f.stable {
+		if !d.Cliques[label].Stable {
+			delete(f.stable, label)
+		}
+	}
 }
 
 // flush catches up on the objects hints queued pods for, then applies the pending batch, if

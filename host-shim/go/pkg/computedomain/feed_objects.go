@@ -26,12 +26,16 @@ func (f *feed) upsertNode(n *v1.Node) {
 	f.index.put(n, n.Labels[f.keys.CliqueLabel])
 	if err != nil {
 		f.failedLocked(k, err, n)
-		f.setCliqueLocked(n.Name, false)
+		f.setCliqueLocked(n.Name, "")
 	} else {
 		f.validLocked(k)
 		f.scratch = cdplace.AppendNode(f.scratch[:0], &fact)
 		f.putLocked(k, f.scratch)
-		f.setCliqueLocked(n.Name, fact.CliqueLabel != nil && *fact.CliqueLabel != "")
+		label := ""
+		if fact.CliqueLabel != nil {
+			label = *fact.CliqueLabel
+		}
+		f.setCliqueLocked(n.Name, label)
 	}
 	f.mu.Unlock()
 	f.flushIfFull()
@@ -43,24 +47,24 @@ func (f *feed) deleteNode(name string, uid types.UID) {
 	f.validLocked(k)
 	f.buryLocked(k, uid)
 	f.removeLocked(k)
-	f.setCliqueLocked(name, false)
+	f.setCliqueLocked(name, "")
 	f.index.remove(name)
 	f.mu.Unlock()
 	f.flushIfFull()
 }
 
-// setCliqueLocked records whether a node has a clique label; when that changes, the pods on the
-// node are re-evaluated (a pod on a tray of no clique is not sent).
-func (f *feed) setCliqueLocked(node string, has bool) {
-	if f.cliqueNodes[node] == has {
-		return
-	}
-	if has {
-		f.cliqueNodes[node] = true
+// setCliqueLocked records a node's clique label value ("" for none); when the node gains or
+// loses one, the pods on it are re-evaluated (a pod on a tray of no clique is not sent).
+func (f *feed) setCliqueLocked(node, label string) {
+	had := f.cliqueNodes[node] != ""
+	if label != "" {
+		f.cliqueNodes[node] = label
 	} else {
 		delete(f.cliqueNodes, node)
 	}
-	f.resyncLocked(f.podsByNode[node])
+	if had != (label != "") {
+		f.resyncLocked(f.podsByNode[node])
+	}
 }
 
 func (f *feed) upsertClaim(c *resourceapi.ResourceClaim) {

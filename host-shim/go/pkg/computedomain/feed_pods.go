@@ -32,6 +32,8 @@ type podEntry struct {
 	probed bool
 	// ownerKey is the owner key it is filed under in podsByOwner ("" while not in the view).
 	ownerKey string
+	// sentNode is the node of the record last sent ("" for none, or while not in the view).
+	sentNode string
 }
 
 func podKey(k nsName) objKey {
@@ -222,7 +224,7 @@ func (f *feed) relevantLocked(e *podEntry) bool {
 		return true
 	}
 	node := e.node
-	return node != "" && f.cliqueNodes[node] && (e.fact.GPUs > 0 || len(e.fact.Claims) > 0)
+	return node != "" && f.cliqueNodes[node] != "" && (e.fact.GPUs > 0 || len(e.fact.Claims) > 0)
 }
 
 // syncPodLocked sends the pod's record if it is relevant and changed, or removes it.
@@ -233,7 +235,9 @@ func (f *feed) syncPodLocked(e *podEntry) {
 	if f.relevantLocked(e) {
 		f.releaseClaimsLocked(e)
 		f.scratch = cdplace.AppendPod(f.scratch[:0], &e.fact)
-		f.putLocked(key, f.scratch)
+		node := e.fact.Node()
+		f.queueLocked(key, f.scratch, f.steerKeepsPodLocked(e, node))
+		e.sentNode = node
 		owner := ""
 		if e.fact.Owner != nil {
 			owner = *e.fact.Owner
@@ -244,8 +248,21 @@ func (f *feed) syncPodLocked(e *podEntry) {
 			f.recheckClaimsLocked(e)
 		}
 		f.removeLocked(key)
+		e.sentNode = ""
 		f.linkOwnerLocked(pod, e, "")
 	}
+}
+
+// steerKeepsPodLocked reports whether sending the pod's record with node leaves the steering
+// answers valid: a pod without a ComputeDomain, pending or placed on a tray of a stable clique,
+// and not moved there from another node (which would free a tray).
+func (f *feed) steerKeepsPodLocked(e *podEntry, node string) bool {
+	if e.pinned || (e.sentNode != "" && e.sentNode != node) || !f.steerKeepsOnLocked(node) {
+		return false
+	}
+	f.rbuf = f.resolveLocked(e.fact.Namespace, e.fact.Claims, f.rbuf)
+	_, cd := classify(f.rbuf)
+	return !cd
 }
 
 // resyncLocked re-evaluates the pods of an index entry.
@@ -320,7 +337,7 @@ func (f *feed) placeable(p *v1.Pod, node string, assume bool) (bool, error) {
 	if !f.sameUIDLocked(k, p.UID) {
 		e, sent = nil, false // a new pod under the name: the given copy is the newer one
 	}
-	if !sent && (!f.cliqueNodes[node] || !facts.UsesGPUsOrClaims(p, f.keys)) {
+	if !sent && (f.cliqueNodes[node] == "" || !facts.UsesGPUsOrClaims(p, f.keys)) {
 		f.mu.Unlock()
 		return false, nil
 	}

@@ -44,6 +44,12 @@ var (
 		Help:           "PreFilter decisions for ComputeDomain pods, by framework code (Success, Unschedulable, UnschedulableAndUnresolvable, Error), reused ones included.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"code"})
+	steeringAnswers = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "steering_answers_total",
+		Help:           "Plain-pod steering answers given in PreFilter, by whether the policy was asked (asked) or a cached answer still held (reused).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"answer"})
 	gangPreemptions = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "gang_preemptions_total",
@@ -132,7 +138,7 @@ var registerMetrics sync.Once
 // factory calls it).
 func RegisterMetrics() {
 	registerMetrics.Do(func() {
-		legacyregistry.MustRegister(policyCallDuration, policyCallErrors, decisionsTotal, gangPreemptions, gangPreemptionVictims, gangPreemptionGPUs,
+		legacyregistry.MustRegister(policyCallDuration, policyCallErrors, decisionsTotal, steeringAnswers, gangPreemptions, gangPreemptionVictims, gangPreemptionGPUs,
 			journalLength, policyInstances, quarantinedObjects, breakerOpen)
 		legacyregistry.MustRegister(domainsPending, domainsStarting, domainsRunning, cliqueFreeTrays, largestPlaceable, reservedTrays)
 	})

@@ -389,15 +389,16 @@ func (p *Plugin) Reserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nod
 	if err := p.feed.flush(); err != nil {
 		return fwk.AsStatus(fmt.Errorf("computedomain: reserving %s/%s on %s: %w", pod.Namespace, pod.Name, nodeName, err))
 	}
+	domain, cd := p.feed.isComputeDomainPod(pod)
 	err = p.cluster.Assume(pod.Namespace, pod.Name, nodeName)
-	p.feed.bump()
+	p.feed.bumpPlaced(nodeName, !cd)
 	if err != nil {
 		p.feed.unassume(pod.Namespace, pod.Name)
 		return fwk.AsStatus(fmt.Errorf("computedomain: reserving %s/%s on %s: %w", pod.Namespace, pod.Name, nodeName, err))
 	}
 	// The domain now has a pod placed: its pods rejected while it waited go straight back to the
 	// active queue, past their backoff.
-	if domain, cd := p.feed.isComputeDomainPod(pod); cd {
+	if cd {
 		if keys := p.wake.reserved(domain, pod); len(keys) > 0 {
 			p.feed.mu.Lock()
 			activate := p.feed.activate

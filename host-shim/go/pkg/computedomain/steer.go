@@ -22,14 +22,23 @@ import (
 // not) on the same view, so it is asked once per view version and kind, at most steerMaxAge
 // apart (reservations change with the clock), and shared: a plain pod costs a cache lookup in
 // PreFilter and map lookups in Score, and in Filter only when the answer keeps it off some node
-// (a reservation, trays a starting domain needs); otherwise PreFilter says Skip to Filter alone. A cluster without clique-labelled nodes pays nothing (Skip before any call).
+// (a reservation, trays a starting domain needs); otherwise PreFilter says Skip to Filter alone.
+// A cluster without clique-labelled nodes pays nothing (Skip before any call).
+//
+// The view version steering keys on is the feed's steerSeq, which passes over the plain pods'
+// own placements where the policy said they change nothing of the answer (a clique it marks
+// stable: broken already, nothing promised, nothing reserved; guest/policy steer.rs): otherwise
+// every plain pod's Reserve would change the view and the next pod would ask again, one guest
+// call per pod on the scheduling goroutine. A run of plain pods filling a broken clique asks
+// once; a pod that breaks an intact clique, takes a promised tray or lands while a clique is
+// reserved makes the next one ask.
 
 // steerMaxAge bounds how long one steering answer is reused on an unchanged view: reservations
 // (a domain waiting past cliqueReservationAfterSeconds) change with the clock alone.
 const steerMaxAge = time.Second
 
-// steered caches the policy's steering answer per view version, for GPU pods and others, with
-// its clique entries by node object (nodeindex.go).
+// steered caches the policy's steering answer per steerSeq, for GPU pods and others, with its
+// clique entries by node object (nodeindex.go).
 type steered struct {
 	mu  sync.Mutex
 	seq [2]uint64
@@ -38,7 +47,7 @@ type steered struct {
 	t   [2]*nodeTable
 }
 
-// get returns the answer for the view at seq, with its table on snap (looked up again when the
+// get returns the answer for steerSeq seq, with its table on snap (looked up again when the
 // cached one is on another snapshot).
 func (s *steered) get(gpus bool, seq uint64, now time.Time, snap *cliqueSnapshot) (*cdplace.Decision, *nodeTable) {
 	i := kindIndex(gpus)
@@ -87,10 +96,12 @@ func (p *Plugin) steer(ctx context.Context, cs fwk.CycleState, pod *v1.Pod) *fwk
 		return fwk.NewStatus(fwk.Skip)
 	}
 	gpus := facts.UsesGPUsOrClaims(pod, p.keys)
-	seq, now := p.feed.sequence(), timeNow()
+	seq, now := p.feed.steerSequence(), timeNow()
 	snap := p.feed.index.snapshot(now)
 	d, t := p.steerCache.get(gpus, seq, now, snap)
-	if d == nil {
+	if d != nil {
+		steeringAnswers.WithLabelValues("reused").Inc()
+	} else {
 		if err := p.feed.flush(); err != nil {
 			return fwk.AsStatus(fmt.Errorf("computedomain: updating the policy's view for pod %s/%s: %w", pod.Namespace, pod.Name, err))
 		}
@@ -106,8 +117,10 @@ func (p *Plugin) steer(ctx context.Context, cs fwk.CycleState, pod *v1.Pod) *fwk
 			klog.FromContext(ctx).V(2).Info("ComputeDomainPlacement: steering failed; pod not steered", "pod", klog.KObj(pod), "err", err)
 			return fwk.NewStatus(fwk.Skip)
 		}
+		steeringAnswers.WithLabelValues("asked").Inc()
 		t = tableOn(d, snap)
 		p.steerCache.put(gpus, seq, now, d, t)
+		p.feed.setStable(seq, d)
 	}
 	if d.Status.Code == cdplace.CodeSkip {
 		return fwk.NewStatus(fwk.Skip)

@@ -1,0 +1,125 @@
+package computedomain
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/component-base/metrics/legacyregistry"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+)
+
+// steeringCount reads cdplace_steering_answers_total{answer}.
+func steeringCount(t *testing.T, answer string) float64 {
+	t.Helper()
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "cdplace_steering_answers_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "answer" && l.GetValue() == answer {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// A run of plain pods filling a broken clique is steered by one policy answer: the policy marks
+// that clique stable, so their own placements (Reserve, then the informer's bound pod) leave the
+// answer in use. A placement that breaks an intact clique, a ComputeDomain pod's Reserve, an
+// Unreserve and a pod's deletion each make the next plain pod ask again.
+func TestPlainPlacementsOnAStableCliqueKeepTheSteeringAnswer(t *testing.T) {
+	nodes := append(append(append(rack("a", 1, 4), rack("b", 2, 6)...), rack("c", 3, 4)...), makeNode("cpu-0", 0, 0))
+	var pods []*v1.Pod
+	for _, n := range []string{"p1", "p2", "p3", "p4", "p5", "p6", "p7"} {
+		pods = append(pods, makePod(n, "", 4))
+	}
+	cd0 := cdPod("cd", "w0")
+	objs := []runtime.Object{channelTemplate("cd", "uid-cd"), boundTo(makePod("b-user", "", 4), "b-00"), cd0}
+	for _, p := range pods {
+		objs = append(objs, p)
+	}
+	e := newEnv(t, "", nodes, []*unstructured.Unstructured{computeDomain("cd", "uid-cd", 1)}, objs...)
+	asked, reused := steeringCount(t, "asked"), steeringCount(t, "reused")
+	want := func(what string, wantAsked, wantReused float64) {
+		t.Helper()
+		a, r := steeringCount(t, "asked")-asked, steeringCount(t, "reused")-reused
+		if a != wantAsked || r != wantReused {
+			t.Fatalf("%s: the policy was asked %v times and its answer reused %v times, want %v and %v", what, a, r, wantAsked, wantReused)
+		}
+		asked, reused = asked+a, reused+r
+	}
+	// place reserves pod on node and then delivers it bound, as the informer would.
+	place := func(p *v1.Pod, node string) {
+		t.Helper()
+		if st := e.fh.RunReservePluginsReserve(e.ctx, framework.NewCycleState(), p, node); !st.IsSuccess() {
+			t.Fatalf("reserve %s on %s: %v", p.Name, node, st)
+		}
+		e.apply(boundTo(p, node))
+	}
+
+	first := e.schedule(pods[0])
+	wantCode(t, "p1", first.preFilter, fwk.Success, "")
+	want("p1", 1, 0)
+	if !(first.score["b-01"] > first.score["a-00"]) {
+		t.Fatalf("broken b before intact a: %v", first.score)
+	}
+	place(pods[0], "b-01")
+	r := e.schedule(pods[1])
+	want("p2 after p1 filled a tray of broken b", 0, 1)
+	if s1, s2 := mustState(t, first.state), mustState(t, r.state); s1.decision != s2.decision {
+		t.Fatal("the reused answer is not the one p1 got")
+	}
+	if !(r.score["b-02"] > r.score["a-00"] && r.score["b-02"] > r.score["c-00"]) {
+		t.Fatalf("the reused answer still sends plain pods to b: %v", r.score)
+	}
+	place(pods[1], "b-02")
+	e.schedule(pods[2])
+	want("p3 after p2 in b", 0, 1)
+
+	// p3 breaks intact clique a: the next pod must see it broken.
+	place(pods[2], "a-00")
+	r = e.schedule(pods[3])
+	want("p4 after p3 broke a", 1, 0)
+	if !(r.score["a-01"] > r.score["c-00"]) {
+		t.Fatalf("a is broken now, c intact: a before c, got %v", r.score)
+	}
+
+	// A ComputeDomain pod's Reserve changes what is promised: asked again.
+	place(cd0, "c-00")
+	e.schedule(pods[4])
+	want("p5 after a ComputeDomain pod's Reserve", 1, 0)
+
+	// Reserve then Unreserve (a Permit or binding failure): the tray is free again.
+	st := framework.NewCycleState()
+	if s := e.fh.RunReservePluginsReserve(e.ctx, st, pods[4], "b-03"); !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	e.fh.RunReservePluginsUnreserve(e.ctx, st, pods[4], "b-03")
+	e.schedule(pods[5])
+	want("p6 after an Unreserve", 1, 0)
+
+	// A plain pod leaving b frees a tray: asked again.
+	e.plugin.feed.deletePod(pods[0].Namespace, pods[0].Name, pods[0].UID)
+	e.schedule(pods[6])
+	want("p7 after a deletion", 1, 0)
+}
+
+func mustState(t *testing.T, cs fwk.CycleState) *state {
+	t.Helper()
+	s, err := getState(cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
