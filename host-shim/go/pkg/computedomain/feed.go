@@ -79,6 +79,9 @@ type feed struct {
 	steerSeq uint64
 	stable   map[string]bool
 	stableAt uint64
+	// claimAllocated are the claims whose last record sent has GPUs allocated: a record without
+	// them frees GPUs (steerKeepsClaimLocked).
+	claimAllocated map[objKey]bool
 	// queued counts records queued since start (tests).
 	queued uint64
 
@@ -130,6 +133,7 @@ func newFeed(logger klog.Logger, cluster *cdplace.Cluster, keys facts.Keys) *fee
 		logger:          logger,
 		records:         map[objKey][]byte{},
 		nullClaims:      map[objKey][]byte{},
+		claimAllocated:  map[objKey]bool{},
 		errored:         map[objKey]string{},
 		invalid:         map[objKey]invalidObject{},
 		versions:        map[objKey]objVersion{},

@@ -81,10 +81,17 @@ func (f *feed) upsertClaim(c *resourceapi.ResourceClaim) {
 	} else {
 		f.validLocked(k)
 		f.scratch = cdplace.AppendClaim(f.scratch[:0], &fact)
+		allocated := fact.AllocatedGPUs != nil && *fact.AllocatedGPUs > 0
 		if !claimCarriesNoFact(&fact) {
 			delete(f.nullClaims, k)
-			f.putLocked(k, f.scratch)
+			f.queueLocked(k, f.scratch, f.steerKeepsClaimLocked(nsName{c.Namespace, c.Name}, &fact, f.claimAllocated[k] && !allocated))
+			if allocated {
+				f.claimAllocated[k] = true
+			} else {
+				delete(f.claimAllocated, k)
+			}
 		} else {
+			delete(f.claimAllocated, k)
 			if last, ok := f.nullClaims[k]; !ok || !bytes.Equal(last, f.scratch) {
 				f.nullClaims[k] = bytes.Clone(f.scratch)
 			}
@@ -129,6 +136,7 @@ func (f *feed) deleteClaimLike(kind cdplace.Kind, namespace, name string, uid ty
 	f.buryLocked(k, uid)
 	f.removeLocked(k)
 	delete(f.nullClaims, k)
+	delete(f.claimAllocated, k)
 	if kind == cdplace.KindResourceClaim {
 		f.setDomainLocked(f.claimDomains, f.podsByClaim, nsName{namespace, name}, nil, false, false)
 	} else {
@@ -155,13 +163,36 @@ func (f *feed) claimUsedInViewLocked(claim nsName) bool {
 }
 
 // releaseClaimsLocked sends the fact-less claims of a pod about to enter the view, ahead of it.
-func (f *feed) releaseClaimsLocked(e *podEntry) {
+func (f *feed) releaseClaimsLocked(e *podEntry, steerKeeps bool) {
 	for _, c := range e.claims {
 		k := claimKey(c)
 		if rec, ok := f.nullClaims[k]; ok {
-			f.putLocked(k, rec)
+			f.queueLocked(k, rec, steerKeeps)
 		}
 	}
+}
+
+// steerKeepsClaimLocked reports whether sending a claim's record leaves the steering answers
+// valid: a claim of no ComputeDomain, neither before nor now, that frees no GPUs, whose pods in
+// the view are all without a ComputeDomain and pending or placed (or assumed) on trays of stable
+// cliques: its allocation only adds GPUs in use where a plain pod may go (feed.steerSeq).
+func (f *feed) steerKeepsClaimLocked(claim nsName, fact *facts.Claim, frees bool) bool {
+	if frees || fact.Domain != nil || fact.Daemon || !f.steerKeepsOnLocked("") {
+		return false
+	}
+	if _, had := f.claimDomains[claim]; had {
+		return false
+	}
+	for pod := range f.podsByClaim[claim] {
+		if !f.hasLocked(podKey(pod)) {
+			continue
+		}
+		e := f.pods[pod]
+		if e == nil || !f.steerKeepsPodLocked(e, e.placedOn()) {
+			return false
+		}
+	}
+	return true
 }
 
 // recheckClaimsLocked notes the claims of a pod that is leaving the view, or stops naming them.

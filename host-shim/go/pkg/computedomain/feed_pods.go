@@ -34,6 +34,17 @@ type podEntry struct {
 	ownerKey string
 	// sentNode is the node of the record last sent ("" for none, or while not in the view).
 	sentNode string
+	// assumedNode is the node Reserve counted it on (while assumed).
+	assumedNode string
+}
+
+// placedOn is the pod's node: its nodeName, else its nominated node, else the node Reserve
+// assumed it on; "" for none.
+func (e *podEntry) placedOn() string {
+	if n := e.fact.Node(); n != "" || !e.assumed {
+		return n
+	}
+	return e.assumedNode
 }
 
 func podKey(k nsName) objKey {
@@ -233,10 +244,11 @@ func (f *feed) syncPodLocked(e *podEntry) {
 	pod := nsName{e.fact.Namespace, e.fact.Name}
 	e.probed = false
 	if f.relevantLocked(e) {
-		f.releaseClaimsLocked(e)
-		f.scratch = cdplace.AppendPod(f.scratch[:0], &e.fact)
 		node := e.fact.Node()
-		f.queueLocked(key, f.scratch, f.steerKeepsPodLocked(e, node))
+		keeps := f.steerKeepsPodLocked(e, node)
+		f.releaseClaimsLocked(e, keeps)
+		f.scratch = cdplace.AppendPod(f.scratch[:0], &e.fact)
+		f.queueLocked(key, f.scratch, keeps)
 		e.sentNode = node
 		owner := ""
 		if e.fact.Owner != nil {
@@ -366,12 +378,12 @@ func (f *feed) placeable(p *v1.Pod, node string, assume bool) (bool, error) {
 		e = f.trackLocked(key, fact)
 	}
 	if assume {
-		e.assumed = true
+		e.assumed, e.assumedNode = true, node
 		f.syncPodLocked(e)
 	} else if !f.hasLocked(podKey(key)) {
 		// For one preemption dry run: sent as it is, removed by its next update if it does not
 		// qualify by then.
-		f.releaseClaimsLocked(e)
+		f.releaseClaimsLocked(e, false)
 		f.scratch = cdplace.AppendPod(f.scratch[:0], &e.fact)
 		f.putLocked(podKey(key), f.scratch)
 		e.probed = true
@@ -388,7 +400,7 @@ func (f *feed) unassume(namespace, name string) bool {
 	if e == nil || !e.assumed {
 		return false
 	}
-	e.assumed = false
+	e.assumed, e.assumedNode = false, ""
 	return true
 }
 

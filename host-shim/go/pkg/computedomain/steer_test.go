@@ -10,6 +10,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/utils/ptr"
 )
 
 // steeringCount reads cdplace_steering_answers_total{answer}.
@@ -122,4 +123,41 @@ func mustState(t *testing.T, cs fwk.CycleState) *state {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// Plain pods whose GPUs come from DRA claims: the claim's allocation (PreBind) is a placement on
+// the pod's tray too, so on a stable clique it keeps the answer; a deallocation frees GPUs and
+// makes the next pod ask.
+func TestPlainClaimAllocationsOnAStableCliqueKeepTheSteeringAnswer(t *testing.T) {
+	nodes := append(rack("a", 1, 4), rack("b", 2, 6)...)
+	objs := []runtime.Object{gpuTemplate("one-gpu"), boundTo(makePod("b-user", "", 4), "b-00")}
+	var pods []*v1.Pod
+	for _, n := range []string{"q1", "q2", "q3"} {
+		p := podWithClaim(n, v1.PodResourceClaim{Name: "gpus", ResourceClaimTemplateName: ptr.To("one-gpu")}, n+"-gpus")
+		pods = append(pods, p)
+		objs = append(objs, p, gpuClaim(n+"-gpus"))
+	}
+	e := newEnv(t, "", nodes, nil, objs...)
+	asked, reused := steeringCount(t, "asked"), steeringCount(t, "reused")
+	want := func(what string, wantAsked, wantReused float64) {
+		t.Helper()
+		a, r := steeringCount(t, "asked")-asked, steeringCount(t, "reused")-reused
+		if a != wantAsked || r != wantReused {
+			t.Fatalf("%s: the policy was asked %v times and its answer reused %v times, want %v and %v", what, a, r, wantAsked, wantReused)
+		}
+		asked, reused = asked+a, reused+r
+	}
+	wantCode(t, "q1", e.schedule(pods[0]).preFilter, fwk.Success, "")
+	want("q1", 1, 0)
+	if st := e.fh.RunReservePluginsReserve(e.ctx, framework.NewCycleState(), pods[0], "b-01"); !st.IsSuccess() {
+		t.Fatal(st)
+	}
+	// PreBind allocates the claim, then the pod is bound.
+	e.apply(allocated(gpuClaim("q1-gpus"), 4), boundTo(pods[0], "b-01"))
+	e.schedule(pods[1])
+	want("q2 after q1's claim was allocated on b", 0, 1)
+	// q1's claim is deallocated: its GPUs are free again.
+	e.apply(gpuClaim("q1-gpus"))
+	e.schedule(pods[2])
+	want("q3 after a deallocation", 1, 0)
 }
