@@ -42,6 +42,8 @@ type config struct {
 	allNodes bool
 	qps      float64
 	burst    int
+	// pluginConfig replaces the cdplace profile's pluginConfig (nil: the shipped one).
+	pluginConfig []byte
 }
 
 // allNodes is a stock profile that, like the cdplace profile, filters every node
@@ -66,7 +68,16 @@ func main() {
 	flag.IntVar(&c.burst, "client-burst", 5000, "clientConnection.burst of every scheduler compared (with -client-qps)")
 	flag.IntVar(&c.profile, "profile", 0, "seconds of CPU profile to take of each scheduler during its first run of each workload at the largest size (0: none)")
 	smoke := flag.Bool("smoke", false, "a quick check that the benchmark works: 90 trays, 1 repetition")
+	pluginConfig := flag.String("plugin-config", "", "a YAML file whose list replaces the cdplace profile's pluginConfig (such as kube-scheduler-config/examples/host-managed-args.yaml); empty: the shipped args")
 	flag.Parse()
+	if *pluginConfig != "" {
+		b, err := os.ReadFile(*pluginConfig)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-throughput:", err)
+			os.Exit(2)
+		}
+		c.pluginConfig = b
+	}
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n <= 0 {
@@ -96,7 +107,7 @@ func run(c config) (err error) {
 	}
 	dir := filepath.Join(root, "target", "e2e", "bench-throughput-"+time.Now().Format("20060102-150405"))
 	ctx := context.Background()
-	env, err := harness.Up(ctx, root, dir, harness.EnvOptions{Baseline: true, ClientQPS: c.qps, ClientBurst: c.burst})
+	env, err := harness.Up(ctx, root, dir, harness.EnvOptions{Baseline: true, ClientQPS: c.qps, ClientBurst: c.burst, PluginConfig: c.pluginConfig})
 	if err != nil {
 		return err
 	}
