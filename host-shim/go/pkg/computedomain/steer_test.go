@@ -35,6 +35,20 @@ func steeringCount(t *testing.T, answer string) float64 {
 	return 0
 }
 
+// steeringSince returns a check that the policy was asked, and its answer reused, the given
+// numbers of times since the last check (or since steeringSince).
+func steeringSince(t *testing.T) func(what string, wantAsked, wantReused float64) {
+	asked, reused := steeringCount(t, "asked"), steeringCount(t, "reused")
+	return func(what string, wantAsked, wantReused float64) {
+		t.Helper()
+		a, r := steeringCount(t, "asked")-asked, steeringCount(t, "reused")-reused
+		if a != wantAsked || r != wantReused {
+			t.Fatalf("%s: the policy was asked %v times and its answer reused %v times, want %v and %v", what, a, r, wantAsked, wantReused)
+		}
+		asked, reused = asked+a, reused+r
+	}
+}
+
 // A run of plain pods filling a broken clique is steered by one policy answer: the policy marks
 // that clique stable, so their own placements (Reserve, then the informer's bound pod) leave the
 // answer in use. A placement that breaks an intact clique, a ComputeDomain pod's Reserve, an
@@ -51,15 +65,7 @@ func TestPlainPlacementsOnAStableCliqueKeepTheSteeringAnswer(t *testing.T) {
 		objs = append(objs, p)
 	}
 	e := newEnv(t, "", nodes, []*unstructured.Unstructured{computeDomain("cd", "uid-cd", 1)}, objs...)
-	asked, reused := steeringCount(t, "asked"), steeringCount(t, "reused")
-	want := func(what string, wantAsked, wantReused float64) {
-		t.Helper()
-		a, r := steeringCount(t, "asked")-asked, steeringCount(t, "reused")-reused
-		if a != wantAsked || r != wantReused {
-			t.Fatalf("%s: the policy was asked %v times and its answer reused %v times, want %v and %v", what, a, r, wantAsked, wantReused)
-		}
-		asked, reused = asked+a, reused+r
-	}
+	want := steeringSince(t)
 	// place reserves pod on node and then delivers it bound, as the informer would.
 	place := func(p *v1.Pod, node string) {
 		t.Helper()
@@ -138,15 +144,7 @@ func TestPlainClaimAllocationsOnAStableCliqueKeepTheSteeringAnswer(t *testing.T)
 		objs = append(objs, p, gpuClaim(n+"-gpus"))
 	}
 	e := newEnv(t, "", nodes, nil, objs...)
-	asked, reused := steeringCount(t, "asked"), steeringCount(t, "reused")
-	want := func(what string, wantAsked, wantReused float64) {
-		t.Helper()
-		a, r := steeringCount(t, "asked")-asked, steeringCount(t, "reused")-reused
-		if a != wantAsked || r != wantReused {
-			t.Fatalf("%s: the policy was asked %v times and its answer reused %v times, want %v and %v", what, a, r, wantAsked, wantReused)
-		}
-		asked, reused = asked+a, reused+r
-	}
+	want := steeringSince(t)
 	wantCode(t, "q1", e.schedule(pods[0]).preFilter, fwk.Success, "")
 	want("q1", 1, 0)
 	if st := e.fh.RunReservePluginsReserve(e.ctx, framework.NewCycleState(), pods[0], "b-01"); !st.IsSuccess() {
