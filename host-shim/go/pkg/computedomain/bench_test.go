@@ -130,3 +130,23 @@ func BenchmarkSchedulingCycle5000Nodes(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkReservePlainGPUPod5000Nodes: what a plain GPU pod's Reserve costs on the scheduling
+// goroutine at 5,004 trays (its record applied and its assume, two crossings), then its bound
+// update as the informer delivers it; a new pod each time, on a tray of a broken clique.
+func BenchmarkReservePlainGPUPod5000Nodes(b *testing.B) {
+	e, _, _, _ := fleet(b)
+	i := 0
+	for b.Loop() {
+		b.StopTimer()
+		p := makePod(fmt.Sprintf("plain-%d", i), "", 4)
+		node := e.nodes[i%len(e.nodes)].Name
+		i++
+		feedObject(b, e.plugin.feed, p)
+		b.StartTimer()
+		if st := e.plugin.Reserve(e.ctx, nil, p, node); !st.IsSuccess() {
+			b.Fatal(st)
+		}
+		feedObject(b, e.plugin.feed, boundTo(p, node))
+	}
+}
