@@ -43,6 +43,11 @@ func fleet(b *testing.B) (*env, *v1.Pod, *v1.Pod, *v1.Pod) {
 	dra := podWithClaim("dra", v1.PodResourceClaim{Name: "gpus", ResourceClaimTemplateName: ptr.To("one-gpu")}, "")
 	objs = append(objs, channelTemplate("new", "uid-new"), pending, plain, gpuTemplate("one-gpu"), dra)
 	e := newEnv(b, "", nodes, cds, objs...)
+	// The feed takes the node objects the NodeInfos hold, as from the scheduler's one shared
+	// informer (the node index answers Filter and Score for those).
+	for _, n := range nodes {
+		feedObject(b, e.plugin.feed, n)
+	}
 	for _, o := range objs {
 		e.objects = append(e.objects, o)
 	}
