@@ -165,6 +165,28 @@ func ScrapeGauges(ctx context.Context, url string, families ...string) (Gauges, 
 	return out, nil
 }
 
+// Counters maps "name{label=value,...}" (labels sorted) to a counter's value.
+type Counters map[string]float64
+
+// ScrapeCounters reads every counter of the given metric families from url.
+func ScrapeCounters(ctx context.Context, url string, families ...string) (Counters, error) {
+	parsed, err := scrape(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	out := Counters{}
+	for _, fam := range families {
+		mf := parsed[fam]
+		if mf == nil || mf.GetType() != dto.MetricType_COUNTER {
+			continue
+		}
+		for _, m := range mf.Metric {
+			out[seriesKey(fam, m)] = m.GetCounter().GetValue()
+		}
+	}
+	return out, nil
+}
+
 // scrape reads a /metrics endpoint (the scheduler's self-signed loopback HTTPS) into its
 // metric families.
 func scrape(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {

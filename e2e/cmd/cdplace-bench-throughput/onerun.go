@@ -94,6 +94,10 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 	if err != nil {
 		return Run{}, fmt.Errorf("metrics of %s: %w", sched.Name, err)
 	}
+	steerBefore, err := harness.ScrapeCounters(ctx, sched.MetricsURL(), steeringFamily)
+	if err != nil {
+		return Run{}, fmt.Errorf("metrics of %s: %w", sched.Name, err)
+	}
 	if c.profile > 0 && rep == 0 && trays >= c.sizes[len(c.sizes)-1] {
 		path := filepath.Join(c.out, fmt.Sprintf("cpu-%s-%s-%d.pprof", short, kind, trays))
 		go func() {
@@ -150,6 +154,10 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 	if err != nil {
 		return Run{}, err
 	}
+	steerAfter, err := harness.ScrapeCounters(ctx, sched.MetricsURL(), steeringFamily)
+	if err != nil {
+		return Run{}, err
+	}
 	rss, err := sched.RSSBytes()
 	if err != nil {
 		return Run{}, err
@@ -168,6 +176,8 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 		r.Seconds = last.Sub(start).Seconds()
 		r.PodsPerSec = float64(r.Bound) / r.Seconds
 	}
+	r.SteeringAsked = steerAfter[steeringFamily+"{answer=asked}"] - steerBefore[steeringFamily+"{answer=asked}"]
+	r.SteeringReused = steerAfter[steeringFamily+"{answer=reused}"] - steerBefore[steeringFamily+"{answer=reused}"]
 	delta := after.Sub(before)
 	ms := func(h harness.Histogram) Quantiles {
 		return Quantiles{Count: h.Count, P50: round(1000 * h.Quantile(0.5)), P99: round(1000 * h.Quantile(0.99))}
@@ -191,6 +201,9 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 	}
 	return r, cleanup(ctx, env, prep, ns)
 }
+
+// steeringFamily counts plain-pod steering answers (cdplace profile only).
+const steeringFamily = "cdplace_steering_answers_total"
 
 var histogramFamilies = []string{
 	"scheduler_scheduling_attempt_duration_seconds",
