@@ -118,7 +118,7 @@ static void apply(cdplace_cluster_t *c, batch_t *b, const char *what) {
   free(b->data);
 }
 
-/* ---------------------------------------------------------------- a CDP3 reader */
+/* ---------------------------------------------------------------- a CDP4 reader */
 
 typedef struct { const uint8_t *p; size_t left; int bad; } cursor_t;
 
@@ -157,7 +157,7 @@ static int decide(cdplace_cluster_t *c, const char *ns, const char *name, const 
   memset(d, 0, sizeof *d);
   cursor_t cur = {out.data, out.len, 0};
   char scratch[256];
-  CHECK(out.len >= 4 && memcmp(out.data, "CDP3", 4) == 0, "decision magic");
+  CHECK(out.len >= 4 && memcmp(out.data, "CDP4", 4) == 0, "decision magic");
   cur.p += 4; cur.left -= 4;
   uint32_t nreasons = rd_u32(&cur);
   for (uint32_t i = 0; i < nreasons && !cur.bad; i++) rd_str(&cur, scratch, sizeof scratch);
@@ -171,6 +171,7 @@ static int decide(cdplace_cluster_t *c, const char *ns, const char *name, const 
     int k = d->nclique < 8 ? d->nclique++ : 7;
     rd_str(&cur, d->clique[k], sizeof d->clique[k]);
     d->clique_code[k] = rd_u8(&cur); rd_u32(&cur); rd_u32(&cur);
+    CHECK(rd_u8(&cur) == 0, "a ComputeDomain pod's decision marks no clique stable");
   }
   uint32_t nnodes = rd_u32(&cur);
   for (uint32_t i = 0; i < nnodes && !cur.bad; i++) { rd_str(&cur, scratch, sizeof scratch); rd_u8(&cur); rd_u32(&cur); }
@@ -369,7 +370,7 @@ static void policy_checks(cdplace_runtime_t *rt) {
     char scratch[256];
     expect_ok(cdplace_cluster_steer(c, 1, &out), "steer");
     cursor_t cur = {out.data, out.len, 0};
-    CHECK(out.len >= 4 && memcmp(out.data, "CDP3", 4) == 0, "steer magic");
+    CHECK(out.len >= 4 && memcmp(out.data, "CDP4", 4) == 0, "steer magic");
     cur.p += 4; cur.left -= 4;
     uint32_t nreasons = rd_u32(&cur);
     for (uint32_t i = 0; i < nreasons && !cur.bad; i++) rd_str(&cur, scratch, sizeof scratch);
