@@ -49,6 +49,10 @@ pub(crate) struct Reservation {
     pub waited_ms: i64,
     /// Its place in its size class: 0 for the first.
     pub rank: u32,
+    /// The domain fits some clique now, so it holds the one it fits best; otherwise it holds
+    /// the one with the fewest trays still to free, which a tray taken elsewhere cannot change
+    /// (plain-pod steering's `stable`).
+    pub fits_now: bool,
 }
 
 impl Reservation {
@@ -265,6 +269,7 @@ impl View {
                         size: head.size,
                         waited_ms: self.now_ms.saturating_sub(head.oldest_ms),
                         rank: rank as u32,
+                        fits_now,
                     });
                 }
             }

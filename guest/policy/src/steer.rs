@@ -14,9 +14,11 @@
 //!   domains that started there and still place pods (it may still share a tray already in use).
 //!
 //! The answer also marks the cliques where one more plain pod changes nothing of it but that
-//! clique's own score ([`CliqueVerdict::stable`]): broken already, nothing promised there, and no
-//! clique reserved anywhere (a reservation goes to the clique with the fewest trays still to free,
-//! so taking a tray anywhere can move it). The host keeps the answer across plain placements on
+//! clique's own score ([`CliqueVerdict::stable`]): broken already, nothing promised there, not
+//! reserved, and no reservation held by a domain that could start now (such a domain holds the
+//! clique it fits best, and a tray taken elsewhere can make another clique fit it better; a domain
+//! that cannot start yet holds the clique with the fewest trays still to free, and a tray taken
+//! elsewhere only adds to that clique's rivals' count). The host keeps the answer across plain placements on
 //! those cliques, so a run of plain pods filling a broken clique asks once, not once a pod; the
 //! clique's own score is then a little low (it got fuller), which keeps the order among broken
 //! cliques that matters: the one being filled already scores highest.
@@ -64,6 +66,8 @@ impl View {
         }
         r.status = Verdict::SUCCESS;
         let reservations = self.reservations();
+        // Whether a tray taken outside the reserved cliques leaves every reservation where it is.
+        let settled = reservations.iter().all(|x| !x.fits_now);
         for (&id, c) in &self.cliques {
             if c.nodes.is_empty() {
                 continue;
@@ -78,8 +82,8 @@ impl View {
             let reserved = reservations.iter().find(|x| x.clique == id);
             let score = if reserved.is_some() { SCORE_RESERVED } else { score };
             // Broken stays broken and only gets fuller; with nothing promised no verdict here can
-            // close; with no reservation none can move (see the top of this file).
-            let stable = reservations.is_empty() && c.promised == 0 && busy > 0;
+            // close; no reservation can move (see the top of this file).
+            let stable = reserved.is_none() && settled && c.promised == 0 && busy > 0;
             let mut verdict = Verdict::SUCCESS;
             let closed = if gpus && c.promised > 0 && free <= c.promised {
                 Some(format!(
@@ -292,11 +296,52 @@ mod tests {
         b == *after
     }
 
+    /// Places a plain 2-GPU pod on every tray of `racks` (prefix, clique, trays) in turn, as the
+    /// host sends one it reserves: pending, then assumed, then bound; checks `stable`'s promise
+    /// against the answer at `now` (a pending plain pod changes nothing; on a stable clique the
+    /// placement changes nothing but that clique's score, upward). Returns per rack whether some
+    /// placement changed the answer, and how many placements on stable cliques were checked.
+    fn check_promise(f: &mut Fx, gpus: bool, now: i64, racks: &[(&str, u32, u32)]) -> (alloc::vec::Vec<bool>, usize) {
+        let before = f.v.steer(gpus, now);
+        let mut changed_per_rack = alloc::vec::Vec::new();
+        let mut tried = 0;
+        for &(rack, id, trays) in racks {
+            let placed = f.id(&clique(id));
+            let stable = before.cliques.iter().find(|c| c.clique == placed).unwrap().stable;
+            let mut changed = false;
+            for t in 0..trays {
+                let node = format!("{rack}-{t:02}");
+                let n = f.id(&node);
+                f.pod("ns", "new", "none", |p| {
+                    p.claims.clear();
+                    p.gpus = 2;
+                });
+                assert_eq!(f.v.steer(gpus, now), before, "a pending plain pod changes nothing ({node})");
+                for placement in [Placement::Assumed, Placement::Bound] {
+                    f.update_pod("ns", "new", |p| {
+                        p.placement = placement;
+                        p.node = Some(n);
+                    });
+                    let after = f.v.steer(gpus, now);
+                    let same = same_but_placed(&before, &after, placed);
+                    if stable {
+                        assert!(same, "{node} {placement:?}: {before:?} then {after:?}");
+                        tried += 1;
+                    }
+                    changed |= !same;
+                }
+                f.remove_pod("ns", "new");
+                assert_eq!(f.v.steer(gpus, now), before, "back as it was ({node})");
+            }
+            changed_per_rack.push(changed);
+        }
+        (changed_per_rack, tried)
+    }
+
     /// What `stable` promises, checked on every tray of every clique: a plain pod placed on a tray
-    /// of a stable clique (pending first, then assumed, then bound, as the host sends it) changes
-    /// no verdict and no score but that clique's own, which rises; and the flag is not given where
-    /// a placement would change the answer (an intact clique turns broken; a clique whose free
-    /// trays would fall to what a starting domain was promised closes).
+    /// of a stable clique changes no verdict and no score but that clique's own, which rises; and
+    /// the flag is not given where a placement would change the answer (an intact clique turns
+    /// broken; a clique whose free trays would fall to what a starting domain was promised closes).
     #[test]
     fn a_plain_pod_on_a_stable_clique_leaves_the_answer() {
         let mut f = Fx::new("");
@@ -332,62 +377,33 @@ mod tests {
         }
         f.v.assert_consistent();
         for gpus in [true, false] {
-            let before = f.v.steer(gpus, 0);
-            let flags = stable_of(&f, &before);
+            let r = f.v.steer(gpus, 0);
+            let flags = stable_of(&f, &r);
             let want: alloc::vec::Vec<(String, bool)> = [(1, false), (2, true), (3, false), (4, true), (5, false)]
                 .iter()
                 .map(|&(c, s)| (clique(c), s))
                 .collect();
             assert_eq!(flags, want, "gpus {gpus}");
-            let mut tried = 0;
-            for (rack, id, trays) in [("a", 1u32, 6u32), ("b", 2, 6), ("c", 3, 5), ("d", 4, 3)] {
-                let placed = f.id(&clique(id));
-                let stable = before.cliques.iter().find(|c| c.clique == placed).unwrap().stable;
-                let mut changed = false;
-                for t in 0..trays {
-                    let node = format!("{rack}-{t:02}");
-                    let n = f.id(&node);
-                    // As the host sends a plain pod it reserves: pending, assumed, bound.
-                    f.pod("ns", "new", "none", |p| {
-                        p.claims.clear();
-                        p.gpus = 2;
-                    });
-                    let pending = f.v.steer(gpus, 0);
-                    assert_eq!(pending, before, "a pending plain pod changes nothing ({node})");
-                    for placement in [Placement::Assumed, Placement::Bound] {
-                        f.update_pod("ns", "new", |p| {
-                            p.placement = placement;
-                            p.node = Some(n);
-                        });
-                        let after = f.v.steer(gpus, 0);
-                        let same = same_but_placed(&before, &after, placed);
-                        if stable {
-                            assert!(same, "{node} {placement:?}: {before:?} then {after:?}");
-                            tried += 1;
-                        }
-                        changed |= !same;
-                    }
-                    f.remove_pod("ns", "new");
-                    assert_eq!(f.v.steer(gpus, 0), before, "back as it was ({node})");
-                }
-                // Not stable where a placement changes the answer: intact turns broken; in c the
-                // free trays fall to the 2 promised and a GPU pod's verdict closes.
-                if id == 1 || (id == 3 && gpus) {
-                    assert!(changed, "clique {id} must not be stable (gpus {gpus})");
-                }
-            }
+            let (changed, tried) =
+                check_promise(&mut f, gpus, 0, &[("a", 1, 6), ("b", 2, 6), ("c", 3, 5), ("d", 4, 3)]);
+            // Not stable where a placement changes the answer: intact a turns broken; in c the
+            // free trays fall to the 2 promised and a GPU pod's verdict closes.
+            assert!(changed[0], "a must not be stable (gpus {gpus})");
+            assert!(changed[2] || !gpus, "c must not be stable");
             assert_eq!(tried, 2 * (6 + 3), "every tray of b and d, assumed and bound");
         }
     }
 
-    /// While any clique is reserved, no clique is stable: a tray taken anywhere can move the
-    /// reservation (it goes to the clique with the fewest trays still to free).
+    /// A domain that cannot start yet holds the clique with the fewest trays still to free; a
+    /// tray taken in another clique only adds to that clique's count, so the others stay stable
+    /// (the held clique is not).
     #[test]
-    fn nothing_is_stable_while_a_clique_is_reserved() {
+    fn a_reservation_for_a_domain_that_cannot_start_yet_leaves_the_others_stable() {
         let mut f = Fx::new(r#"{"cliqueReservationAfterSeconds": 60}"#);
-        f.rack("a", 1, 8);
-        f.rack("b", 2, 8);
-        for (rack, n) in [("a", 3u32), ("b", 5)] {
+        f.rack("a", 1, 8); // 3 busy: 5 free, 2 short of the 7 trays: held
+        f.rack("b", 2, 8); // 5 busy: 3 free
+        f.rack("c", 3, 6); // 2 busy; too small for the domain
+        for (rack, n) in [("a", 3u32), ("b", 5), ("c", 2)] {
             for i in 0..n {
                 f.plain("ns", &format!("{rack}-p{i}"), &format!("{rack}-{i:02}"), 4, 0);
             }
@@ -399,10 +415,39 @@ mod tests {
                 p.created_ms = 1_000;
             });
         }
-        let early = f.v.steer(true, 30_000);
-        assert!(early.cliques.iter().all(|c| c.stable), "nothing reserved yet: {:?}", stable_of(&f, &early));
-        let late = f.v.steer(true, 120_000);
-        assert!(late.cliques.iter().any(|c| c.verdict.code != Code::Success), "a is reserved");
-        assert!(late.cliques.iter().all(|c| !c.stable), "{:?}", stable_of(&f, &late));
+        for gpus in [true, false] {
+            let early = f.v.steer(gpus, 30_000);
+            assert!(early.cliques.iter().all(|c| c.stable), "nothing reserved yet: {:?}", stable_of(&f, &early));
+            let late = f.v.steer(gpus, 120_000);
+            let want: alloc::vec::Vec<(String, bool)> =
+                [(1, false), (2, true), (3, true)].iter().map(|&(c, s)| (clique(c), s)).collect();
+            assert_eq!(stable_of(&f, &late), want, "a is held (gpus {gpus})");
+            assert_eq!(score_of(&f, &late, 1).1, SCORE_RESERVED);
+            let (_, tried) = check_promise(&mut f, gpus, 120_000, &[("b", 2, 8), ("c", 3, 6)]);
+            assert_eq!(tried, 2 * (8 + 6));
+        }
+    }
+
+    /// A domain that could start now holds the clique it fits best, and a tray taken in another
+    /// clique can make that one the better fit: then no clique is stable. Here p has 9 free trays
+    /// and q 8 for a domain of 7, so q is held; one plain pod on p makes p the tie that wins.
+    #[test]
+    fn nothing_is_stable_while_a_domain_that_could_start_holds_a_clique() {
+        let mut f = Fx::new(r#"{"cliqueReservationAfterSeconds": 60}"#);
+        f.rack("p", 1, 10);
+        f.plain("ns", "p-user", "p-00", 4, 0); // broken: 9 free
+        f.rack("q", 2, 8); // intact: 8 free
+        f.domain("ns", "big", "uid-big");
+        for i in 0..7 {
+            f.pod("ns", &format!("big-{i}"), "big", |p| {
+                p.size_hint = Some(7);
+                p.created_ms = 1_000;
+            });
+        }
+        let r = f.v.steer(true, 120_000);
+        assert_eq!(score_of(&f, &r, 2).1, SCORE_RESERVED, "q, the best fit, is held");
+        assert!(r.cliques.iter().all(|c| !c.stable), "{:?}", stable_of(&f, &r));
+        let (changed, _) = check_promise(&mut f, true, 120_000, &[("p", 1, 10)]);
+        assert!(changed[0], "a plain pod on p moves the reservation there");
     }
 }

@@ -27,11 +27,11 @@ import (
 //
 // The view version steering keys on is the feed's steerSeq, which passes over the plain pods'
 // own placements where the policy said they change nothing of the answer (a clique it marks
-// stable: broken already, nothing promised, nothing reserved; guest/policy steer.rs): otherwise
-// every plain pod's Reserve would change the view and the next pod would ask again, one guest
-// call per pod on the scheduling goroutine. A run of plain pods filling a broken clique asks
-// once; a pod that breaks an intact clique, takes a promised tray or lands while a clique is
-// reserved makes the next one ask.
+// stable: broken already, nothing promised, not reserved, no reservation a tray taken there could
+// move; guest/policy steer.rs): otherwise every plain pod's Reserve would change the view and the
+// next pod would ask again, one guest call per pod on the scheduling goroutine. A run of plain
+// pods filling a broken clique asks once; a pod that breaks an intact clique, lands where trays
+// are promised or reserved, or could move a reservation makes the next one ask.
 
 // steerMaxAge bounds how long one steering answer is reused on an unchanged view: reservations
 // (a domain waiting past cliqueReservationAfterSeconds) change with the clock alone.
