@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -75,6 +76,28 @@ func DomainPod(namespace, cd string, i, gpus int, profile Profile) *corev1.Pod {
 			TopologyKey:   CliqueLabel,
 		}}}
 	}
+	return pod
+}
+
+// GPUClaimTemplate asks for gpus GPUs of the NVIDIA DRA driver's GPU device class (as the
+// driver's guide writes a plain GPU workload's claim).
+func GPUClaimTemplate(namespace, name string, gpus int) *resourcev1.ResourceClaimTemplate {
+	return &resourcev1.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+			Requests: []resourcev1.DeviceRequest{{Name: "gpus", Exactly: &resourcev1.ExactDeviceRequest{
+				DeviceClassName: GPUClass, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: int64(gpus),
+			}}},
+		}}},
+	}
+}
+
+// DRAGPUPod is a plain pod whose GPUs come from a claim generated from template (no extended
+// resource).
+func DRAGPUPod(namespace, name, template string, profile Profile) *corev1.Pod {
+	pod := GPUPod(namespace, name, 0, profile)
+	pod.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpus"}}
+	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr.To(template)}}
 	return pod
 }
 

@@ -25,6 +25,9 @@ const (
 	kindCD    = "computedomain"
 	kindGPU   = "gpu"
 	kindPlain = "cpu"
+	// kindDRAGPU: plain whole-tray GPU pods whose GPUs come from a DRA claim (the NVIDIA DRA
+	// driver's GPU device class), not the extended resource; not in the default -kinds.
+	kindDRAGPU = "dra-gpu"
 )
 
 type config struct {
@@ -54,7 +57,7 @@ const allNodes = harness.Profile("all-nodes-scheduler")
 func main() {
 	var c config
 	sizes := flag.String("sizes", "500,5000", "fleet sizes in trays (rounded up to whole 18-tray cliques)")
-	kinds := flag.String("kinds", "computedomain,gpu,cpu", "workloads to run")
+	kinds := flag.String("kinds", "computedomain,gpu,cpu", "workloads to run (also: dra-gpu, plain GPU pods whose GPUs are a DRA claim)")
 	flag.StringVar(&c.repo, "repo", ".", "repository root")
 	flag.IntVar(&c.reps, "reps", 2, "repetitions per fleet size (each runs both profiles, alternating which goes first)")
 	flag.Float64Var(&c.cdFrac, "cd-fraction", 0.4, "ComputeDomain pods as a fraction of the trays")

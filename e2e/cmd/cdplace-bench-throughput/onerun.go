@@ -60,6 +60,13 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 		for i := 0; i < int(c.gpuFrac*float64(trays)); i++ {
 			pods = append(pods, harness.GPUPod(ns, fmt.Sprintf("gpu-%d", i), 4, p))
 		}
+	case kindDRAGPU:
+		if _, err := cl.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, harness.GPUClaimTemplate(ns, "four-gpus", 4), metav1.CreateOptions{}); err != nil {
+			return Run{}, err
+		}
+		for i := 0; i < int(c.gpuFrac*float64(trays)); i++ {
+			pods = append(pods, harness.DRAGPUPod(ns, fmt.Sprintf("dra-%d", i), "four-gpus", p))
+		}
 	case kindPlain:
 		for i := 0; i < min(c.cpuPods, 2*trays); i++ {
 			pods = append(pods, harness.GPUPod(ns, fmt.Sprintf("cpu-%d", i), 0, p))
