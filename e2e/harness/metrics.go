@@ -148,18 +148,23 @@ type Gauges map[string]float64
 
 // ScrapeGauges reads every gauge of the given metric families from url.
 func ScrapeGauges(ctx context.Context, url string, families ...string) (Gauges, error) {
+	return scrapeValues(ctx, url, dto.MetricType_GAUGE, func(m *dto.Metric) float64 { return m.GetGauge().GetValue() }, families)
+}
+
+// scrapeValues reads every series of type typ of the given families from url, by series key.
+func scrapeValues(ctx context.Context, url string, typ dto.MetricType, value func(*dto.Metric) float64, families []string) (map[string]float64, error) {
 	parsed, err := scrape(ctx, url)
 	if err != nil {
 		return nil, err
 	}
-	out := Gauges{}
+	out := map[string]float64{}
 	for _, fam := range families {
 		mf := parsed[fam]
-		if mf == nil || mf.GetType() != dto.MetricType_GAUGE {
+		if mf == nil || mf.GetType() != typ {
 			continue
 		}
 		for _, m := range mf.Metric {
-			out[seriesKey(fam, m)] = m.GetGauge().GetValue()
+			out[seriesKey(fam, m)] = value(m)
 		}
 	}
 	return out, nil
@@ -170,21 +175,7 @@ type Counters map[string]float64
 
 // ScrapeCounters reads every counter of the given metric families from url.
 func ScrapeCounters(ctx context.Context, url string, families ...string) (Counters, error) {
-	parsed, err := scrape(ctx, url)
-	if err != nil {
-		return nil, err
-	}
-	out := Counters{}
-	for _, fam := range families {
-		mf := parsed[fam]
-		if mf == nil || mf.GetType() != dto.MetricType_COUNTER {
-			continue
-		}
-		for _, m := range mf.Metric {
-			out[seriesKey(fam, m)] = m.GetCounter().GetValue()
-		}
-	}
-	return out, nil
+	return scrapeValues(ctx, url, dto.MetricType_COUNTER, func(m *dto.Metric) float64 { return m.GetCounter().GetValue() }, families)
 }
 
 // scrape reads a /metrics endpoint (the scheduler's self-signed loopback HTTPS) into its
