@@ -161,7 +161,7 @@ func run(c config) (err error) {
 					}
 				}
 				for _, p := range profiles {
-					r, err := oneRun(ctx, env, allNodesSched, prep, c, n, kind, p, rep)
+					r, err := oneRun(ctx, env, allNodesSched, prep, c, fleet, kind, p, rep)
 					if err != nil {
 						cancel()
 						return err

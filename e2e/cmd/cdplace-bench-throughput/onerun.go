@@ -21,7 +21,8 @@ import (
 	"github.com/cdplace/cdplace/e2e/harness"
 )
 
-func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Scheduler, prep *harness.PrepareEmulator, c config, trays int, kind string, p harness.Profile, rep int) (Run, error) {
+func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Scheduler, prep *harness.PrepareEmulator, c config, fleet *harness.Fleet, kind string, p harness.Profile, rep int) (Run, error) {
+	trays := len(fleet.Nodes)
 	short := "cdp"
 	sched := env.Cdplace
 	switch p {
@@ -172,6 +173,7 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 	stopWatch()
 	mu.Lock()
 	r := Run{Trays: trays, Kind: kind, Profile: string(p), Rep: rep, Pods: len(pods), Bound: len(boundAt), RSSMiB: round(float64(rss) / (1 << 20))}
+	r.CliquesUsed = len(cliquesUsed(inf.GetStore().List(), fleet))
 	var last time.Time
 	for _, t := range boundAt {
 		if t.After(last) {
@@ -207,6 +209,20 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 		}
 	}
 	return r, cleanup(ctx, env, prep, ns)
+}
+
+// cliquesUsed is the set of cliques the run's bound pods landed in: for plain whole-tray pods on
+// an empty fleet, steering's measure (it fills broken cliques first; the stock scores spread).
+func cliquesUsed(objs []any, fleet *harness.Fleet) map[string]bool {
+	used := map[string]bool{}
+	for _, o := range objs {
+		if pod, ok := o.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
+			if c := fleet.CliqueOf[pod.Spec.NodeName]; c != "" {
+				used[c] = true
+			}
+		}
+	}
+	return used
 }
 
 // steeringFamily counts plain-pod steering answers (cdplace profile only).
