@@ -173,7 +173,7 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 	stopWatch()
 	mu.Lock()
 	r := Run{Trays: trays, Kind: kind, Profile: string(p), Rep: rep, Pods: len(pods), Bound: len(boundAt), RSSMiB: round(float64(rss) / (1 << 20))}
-	r.CliquesUsed = len(cliquesUsed(inf.GetStore().List(), fleet))
+	r.CliquesUsed = cliquesUsed(inf.GetStore().List(), fleet)
 	var last time.Time
 	for _, t := range boundAt {
 		if t.After(last) {
@@ -211,9 +211,9 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 	return r, cleanup(ctx, env, prep, ns)
 }
 
-// cliquesUsed is the set of cliques the run's bound pods landed in: for plain whole-tray pods on
-// an empty fleet, steering's measure (it fills broken cliques first; the stock scores spread).
-func cliquesUsed(objs []any, fleet *harness.Fleet) map[string]bool {
+// cliquesUsed counts the cliques the run's bound pods landed in: for plain whole-tray pods on an
+// empty fleet, steering's measure (it fills broken cliques first; the stock scores spread).
+func cliquesUsed(objs []any, fleet *harness.Fleet) int {
 	used := map[string]bool{}
 	for _, o := range objs {
 		if pod, ok := o.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
@@ -222,7 +222,7 @@ func cliquesUsed(objs []any, fleet *harness.Fleet) map[string]bool {
 			}
 		}
 	}
-	return used
+	return len(used)
 }
 
 // steeringFamily counts plain-pod steering answers (cdplace profile only).

@@ -151,6 +151,18 @@ mod tests {
     use crate::facts::{Placement, StrId};
     use crate::testutil::{Fx, clique};
 
+    /// ComputeDomain ns/big of 7 pending pods, created at 1 s: reserved for from 61 s on with
+    /// `cliqueReservationAfterSeconds: 60`.
+    fn waiting_domain_of_7(f: &mut Fx) {
+        f.domain("ns", "big", "uid-big");
+        for i in 0..7 {
+            f.pod("ns", &format!("big-{i}"), "big", |p| {
+                p.size_hint = Some(7);
+                p.created_ms = 1_000;
+            });
+        }
+    }
+
     /// A plain 4-GPU pod, pending.
     fn plain(f: &mut Fx, name: &str) {
         f.pod("ns", name, "none", |p| p.claims.clear());
@@ -256,13 +268,7 @@ mod tests {
                 f.bind("ns", &name, &format!("{rack}-{i:02}"));
             }
         }
-        f.domain("ns", "big", "uid-big");
-        for i in 0..7 {
-            f.pod("ns", &format!("big-{i}"), "big", |p| {
-                p.size_hint = Some(7);
-                p.created_ms = 1_000;
-            });
-        }
+        waiting_domain_of_7(&mut f);
         let before = f.v.steer(true, 30_000);
         assert_eq!(score_of(&f, &before, 1).0, Code::Success, "not reserved yet");
         let r = f.v.steer(true, 120_000);
@@ -408,13 +414,7 @@ mod tests {
                 f.plain("ns", &format!("{rack}-p{i}"), &format!("{rack}-{i:02}"), 4, 0);
             }
         }
-        f.domain("ns", "big", "uid-big");
-        for i in 0..7 {
-            f.pod("ns", &format!("big-{i}"), "big", |p| {
-                p.size_hint = Some(7);
-                p.created_ms = 1_000;
-            });
-        }
+        waiting_domain_of_7(&mut f);
         for gpus in [true, false] {
             let early = f.v.steer(gpus, 30_000);
             assert!(early.cliques.iter().all(|c| c.stable), "nothing reserved yet: {:?}", stable_of(&f, &early));
@@ -437,13 +437,7 @@ mod tests {
         f.rack("p", 1, 10);
         f.plain("ns", "p-user", "p-00", 4, 0); // broken: 9 free
         f.rack("q", 2, 8); // intact: 8 free
-        f.domain("ns", "big", "uid-big");
-        for i in 0..7 {
-            f.pod("ns", &format!("big-{i}"), "big", |p| {
-                p.size_hint = Some(7);
-                p.created_ms = 1_000;
-            });
-        }
+        waiting_domain_of_7(&mut f);
         let r = f.v.steer(true, 120_000);
         assert_eq!(score_of(&f, &r, 2).1, SCORE_RESERVED, "q, the best fit, is held");
         assert!(r.cliques.iter().all(|c| !c.stable), "{:?}", stable_of(&f, &r));

@@ -188,7 +188,7 @@ func (f *feed) steerKeepsClaimLocked(claim nsName, fact *facts.Claim, frees bool
 			continue
 		}
 		e := f.pods[pod]
-		if e == nil || !f.steerKeepsPodLocked(e, e.placedOn()) {
+		if e == nil || f.computeDomainPodLocked(e) || !f.steerKeepsPodLocked(e, e.placedOn()) {
 			return false
 		}
 	}

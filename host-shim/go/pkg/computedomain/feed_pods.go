@@ -225,17 +225,25 @@ func dropIndex[K comparable](m map[K]map[nsName]struct{}, k K, pod nsName) {
 	}
 }
 
-// relevantLocked reports whether the view should have the pod (see the top of this file).
-func (f *feed) relevantLocked(e *podEntry) bool {
-	if e.pinned || e.assumed {
+// relevantLocked reports whether the view should have the pod (see the top of this file), and
+// whether it is a ComputeDomain pod.
+func (f *feed) relevantLocked(e *podEntry) (relevant, cd bool) {
+	if cd = f.computeDomainPodLocked(e); cd || e.assumed {
+		return true, cd
+	}
+	node := e.node
+	return node != "" && f.cliqueNodes[node] != "" && (e.fact.GPUs > 0 || len(e.fact.Claims) > 0), false
+}
+
+// computeDomainPodLocked reports whether a tracked pod is a ComputeDomain pod: PreFilter found
+// it one, or its claims name a domain.
+func (f *feed) computeDomainPodLocked(e *podEntry) bool {
+	if e.pinned {
 		return true
 	}
 	f.rbuf = f.resolveLocked(e.fact.Namespace, e.fact.Claims, f.rbuf)
-	if _, cd := classify(f.rbuf); cd {
-		return true
-	}
-	node := e.node
-	return node != "" && f.cliqueNodes[node] != "" && (e.fact.GPUs > 0 || len(e.fact.Claims) > 0)
+	_, cd := classify(f.rbuf)
+	return cd
 }
 
 // syncPodLocked sends the pod's record if it is relevant and changed, or removes it.
@@ -243,9 +251,9 @@ func (f *feed) syncPodLocked(e *podEntry) {
 	key := objKey{kind: cdplace.KindPod, namespace: e.fact.Namespace, name: e.fact.Name}
 	pod := nsName{e.fact.Namespace, e.fact.Name}
 	e.probed = false
-	if f.relevantLocked(e) {
+	if relevant, cd := f.relevantLocked(e); relevant {
 		node := e.fact.Node()
-		keeps := f.steerKeepsPodLocked(e, node)
+		keeps := !cd && f.steerKeepsPodLocked(e, node)
 		f.releaseClaimsLocked(e, keeps)
 		f.scratch = cdplace.AppendPod(f.scratch[:0], &e.fact)
 		f.queueLocked(key, f.scratch, keeps)
@@ -265,16 +273,11 @@ func (f *feed) syncPodLocked(e *podEntry) {
 	}
 }
 
-// steerKeepsPodLocked reports whether sending the pod's record with node leaves the steering
-// answers valid: a pod without a ComputeDomain, pending or placed on a tray of a stable clique,
-// and not moved there from another node (which would free a tray).
+// steerKeepsPodLocked reports whether sending the record of a pod without a ComputeDomain with
+// node leaves the steering answers valid: pending or placed on a tray of a stable clique, and not
+// moved there from another node (which would free a tray).
 func (f *feed) steerKeepsPodLocked(e *podEntry, node string) bool {
-	if e.pinned || (e.sentNode != "" && e.sentNode != node) || !f.steerKeepsOnLocked(node) {
-		return false
-	}
-	f.rbuf = f.resolveLocked(e.fact.Namespace, e.fact.Claims, f.rbuf)
-	_, cd := classify(f.rbuf)
-	return !cd
+	return (e.sentNode == "" || e.sentNode == node) && f.steerKeepsOnLocked(node)
 }
 
 // resyncLocked re-evaluates the pods of an index entry.
