@@ -216,6 +216,55 @@ func TestAddPodAndRemovePodChangeFilter(t *testing.T) {
 	wantCode(t, "a-01 original", e.fh.RunFilterPlugins(e.ctx, r.state, p, infos[1]), fwk.Success, "")
 }
 
+// Filter and Score find a cycle's state whichever cycle wrote or read last (the plugin remembers
+// one, state.go): two pods' cycles interleaved each keep their own answer.
+func TestInterleavedCyclesKeepTheirOwnState(t *testing.T) {
+	nodes := rack("a", 1, 3)
+	batch := boundTo(makePod("batch", "", 4), "a-00")
+	p, q := cdPod("cd", "p"), cdPod("other", "q")
+	e := newEnv(t, "", nodes,
+		[]*unstructured.Unstructured{computeDomain("cd", "uid-cd", 1), computeDomain("other", "uid-other", 3)},
+		channelTemplate("cd", "uid-cd"), channelTemplate("other", "uid-other"), batch, p, q)
+	infos := tf.BuildNodeInfos(e.nodes)
+	csP, csQ := framework.NewCycleState(), framework.NewCycleState()
+	if _, st, _ := e.fh.RunPreFilterPlugins(e.ctx, csP, p); !st.IsSuccess() {
+		t.Fatalf("PreFilter p: %v", st)
+	}
+	// q's domain needs 3 trays, and a-00 is busy: q is rejected everywhere, p is not.
+	if _, st, _ := e.fh.RunPreFilterPlugins(e.ctx, csQ, q); st.IsSuccess() {
+		t.Fatalf("PreFilter q: %v, want a rejection", st)
+	}
+	wantCode(t, "p on a-01 after q's PreFilter", e.fh.RunFilterPlugins(e.ctx, csP, p, infos[1]), fwk.Success, "")
+	wantCode(t, "p on a-00 after q's PreFilter", e.fh.RunFilterPlugins(e.ctx, csP, p, infos[0]), fwk.Unschedulable, "GPUs in use by other pods")
+	wantCode(t, "q on a-01", e.fh.RunFilterPlugins(e.ctx, csQ, q, infos[1]), fwk.Unschedulable, "")
+	// Score after another cycle's PreScore reads its own cycle's decision too.
+	plain := makePod("plain", "", 4)
+	feedObject(t, e.plugin.feed, plain)
+	csPlain := framework.NewCycleState()
+	if _, st, _ := e.fh.RunPreFilterPlugins(e.ctx, csPlain, plain); !st.IsSuccess() && !st.IsSkip() {
+		t.Fatalf("PreFilter plain: %v", st)
+	}
+	feasible := infos[1:]
+	if st := e.fh.RunPreScorePlugins(e.ctx, csP, p, feasible); !st.IsSuccess() {
+		t.Fatalf("PreScore p: %v", st)
+	}
+	s, err := getState(csP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, want, _ := s.decision.Node(infos[1].Node().Name, infos[1].Node().Labels["nvidia.com/gpu.clique"])
+	if st := e.fh.RunPreScorePlugins(e.ctx, csPlain, plain, feasible); !st.IsSuccess() {
+		t.Fatalf("PreScore plain: %v", st)
+	}
+	got, st := e.plugin.Score(e.ctx, csP, p, infos[1])
+	if !st.IsSuccess() || got != want {
+		t.Fatalf("Score of p on a-01 after the plain pod's PreScore: %d (%v), want %d", got, st, want)
+	}
+	if m := e.plugin.current.Load(); m == nil || m.cs != csPlain {
+		t.Fatalf("the plain pod's cycle should be the one remembered")
+	}
+}
+
 func TestReserveCountsAtOnceAndUnreserveRestores(t *testing.T) {
 	nodes := rack("a", 1, 2)
 	x0, y0 := cdPod("x", "x0"), cdPod("y", "y0")

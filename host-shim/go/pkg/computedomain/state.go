@@ -39,3 +39,30 @@ func getState(cs fwk.CycleState) (*state, error) {
 	}
 	return s, nil
 }
+
+// cycleMemo is one cycle state with the state PreFilter wrote there (or PreScore read). The
+// scheduler makes a new cycle state for every pod and every clone; while the memo holds one,
+// no other can be allocated at its address.
+type cycleMemo struct {
+	cs fwk.CycleState
+	s  *state
+}
+
+// writeState is PreFilter's write of the pod's state, remembered for Filter and Score.
+func (p *Plugin) writeState(cs fwk.CycleState, s *state) {
+	cs.Write(stateKey, s)
+	p.remember(cs, s)
+}
+
+func (p *Plugin) remember(cs fwk.CycleState, s *state) { p.current.Store(&cycleMemo{cs: cs, s: s}) }
+
+// stateOf is getState for Filter and Score: the remembered state when cs is the cycle state
+// last written or read, else a read of cs (another cycle's, or a clone preemption or the
+// nominated pods made, whose state AddPod and RemovePod may have changed). Reading the cycle
+// state costs about 45 ns a node, a third of Score's whole lookup.
+func (p *Plugin) stateOf(cs fwk.CycleState) (*state, error) {
+	if m := p.current.Load(); m != nil && m.cs == cs {
+		return m.s, nil
+	}
+	return getState(cs)
+}

@@ -128,7 +128,7 @@ func (p *Plugin) steer(ctx context.Context, cs fwk.CycleState, pod *v1.Pod) *fwk
 	if st := statusOf(d.Status); st != nil {
 		return st
 	}
-	cs.Write(stateKey, &state{decision: d, table: t, plain: true})
+	p.writeState(cs, &state{decision: d, table: t, plain: true})
 	if d.PassesEveryNode() {
 		// Nothing to filter: Filter is skipped, PreScore and Score still read the state.
 		return fwk.NewStatus(fwk.Skip)
