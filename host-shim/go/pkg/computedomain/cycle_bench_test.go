@@ -229,3 +229,43 @@ func BenchmarkPlainPodCycle5000Nodes(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkScoreLookup500Nodes: Score on 500 nodes of the 5,004-tray fixture for a plain GPU pod,
+// one goroutine, against the same lookups each reading the cycle state (what Score did before it
+// remembered the cycle's state), alternated within every iteration: score-ns and read-ns per 500.
+func BenchmarkScoreLookup500Nodes(b *testing.B) {
+	e, _, gpu, _ := fleet(b)
+	infos := tf.BuildNodeInfos(e.nodes)
+	cs := framework.NewCycleState()
+	if _, st := e.plugin.PreFilter(e.ctx, cs, gpu, infos); !st.IsSuccess() && !st.IsSkip() {
+		b.Fatal(st)
+	}
+	if st := e.plugin.PreScore(e.ctx, cs, gpu, infos); !st.IsSuccess() {
+		b.Fatal(st)
+	}
+	var score, read time.Duration
+	var sum int64
+	for b.Loop() {
+		t := time.Now()
+		for _, ni := range infos[:500] {
+			v, _ := e.plugin.Score(e.ctx, cs, gpu, ni)
+			sum += v
+		}
+		score += time.Since(t)
+		t = time.Now()
+		for _, ni := range infos[:500] {
+			s, err := getState(cs)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, v, _ := e.plugin.nodeVerdict(s, ni.Node())
+			sum -= v
+		}
+		read += time.Since(t)
+	}
+	if sum != 0 {
+		b.Fatalf("the two lookups disagree by %d", sum)
+	}
+	b.ReportMetric(float64(score.Nanoseconds())/float64(b.N), "score-ns")
+	b.ReportMetric(float64(read.Nanoseconds())/float64(b.N), "read-ns")
+}
