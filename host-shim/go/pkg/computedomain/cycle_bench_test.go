@@ -2,6 +2,7 @@ package computedomain
 
 import (
 	"context"
+	"fmt"
 	"runtime/pprof"
 	"testing"
 	"time"
@@ -158,7 +159,8 @@ func scheduleCycle(b *testing.B, fh framework.Framework, ctx context.Context, in
 }
 
 // BenchmarkPlainPodCycle5000Nodes: a pod without a ComputeDomain through one scheduling cycle of
-// the default plugins (those that act on it) at 5,004 trays, about 70% of them busy: the stock
+// the default plugins (those that act on it) at 5,004 trays, about 70% of them busy (and again
+// with every tray idle): the stock
 // set, the same with ComputeDomainPlacement (steering the pod as shipped, its answer reused as
 // between the pods of a burst), and the same with a Score plugin that does nothing (what the
 // framework charges for one more Score plugin, whatever it does). The variants take turns within
@@ -168,7 +170,29 @@ func scheduleCycle(b *testing.B, fh framework.Framework, ctx context.Context, in
 // stock's (<variant>/stock). Filter runs on one goroutine here (the scheduler uses 16; the
 // variants' Filter work is the same: the plugin's steering filters nothing).
 func BenchmarkPlainPodCycle5000Nodes(b *testing.B) {
-	e, _, gpu, _ := fleet(b)
+	b.Run("busy-fleet", func(b *testing.B) {
+		e, _, gpu, _ := fleet(b)
+		plainPodCycles(b, e, gpu)
+	})
+	// The same fleet with nothing running: every clique intact, so every node scores alike
+	// and the plugin leaves Score out.
+	b.Run("idle-fleet", func(b *testing.B) {
+		var nodes []*v1.Node
+		for c := 1; c <= 278; c++ {
+			nodes = append(nodes, rack(fmt.Sprintf("r%03d", c), c, 18)...)
+		}
+		gpu := makePod("plain", "", 4)
+		e := newEnv(b, "", nodes, nil, gpu)
+		for _, n := range nodes {
+			feedObject(b, e.plugin.feed, n)
+		}
+		plainPodCycles(b, e, gpu)
+	})
+}
+
+// plainPodCycles runs the variants of BenchmarkPlainPodCycle5000Nodes for gpu and for a CPU pod
+// on e's fleet.
+func plainPodCycles(b *testing.B, e *env, gpu *v1.Pod) {
 	cpu := makePod("plain-cpu", "", 0)
 	cpu.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")}}
 	feedObject(b, e.plugin.feed, cpu)

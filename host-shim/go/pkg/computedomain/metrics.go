@@ -50,6 +50,12 @@ var (
 		Help:           "Plain-pod steering answers given in PreFilter, by whether the policy was asked (asked) or a cached answer still held (reused).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"answer"})
+	scoreCycles = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "score_cycles_total",
+		Help:           "Scheduling cycles that reached PreScore with a decision of the plugin, by whether the plugin scored the feasible nodes (scored) or left Score out because every one of them would get the same score (skipped).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"score"})
 	gangPreemptions = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "gang_preemptions_total",
@@ -138,7 +144,7 @@ var registerMetrics sync.Once
 // factory calls it).
 func RegisterMetrics() {
 	registerMetrics.Do(func() {
-		legacyregistry.MustRegister(policyCallDuration, policyCallErrors, decisionsTotal, steeringAnswers, gangPreemptions, gangPreemptionVictims, gangPreemptionGPUs,
+		legacyregistry.MustRegister(policyCallDuration, policyCallErrors, decisionsTotal, steeringAnswers, scoreCycles, gangPreemptions, gangPreemptionVictims, gangPreemptionGPUs,
 			journalLength, policyInstances, quarantinedObjects, breakerOpen)
 		legacyregistry.MustRegister(domainsPending, domainsStarting, domainsRunning, cliqueFreeTrays, largestPlaceable, reservedTrays)
 	})

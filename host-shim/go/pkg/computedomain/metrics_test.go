@@ -7,38 +7,42 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
+// metricValue reads a counter (or a histogram's sample count) of kube-scheduler's registry: the
+// first series whose labels include labels; 0 when there is none.
+func metricValue(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			match := true
+			for _, l := range m.GetLabel() {
+				if want, ok := labels[l.GetName()]; ok && want != l.GetValue() {
+					match = false
+				}
+			}
+			if !match {
+				continue
+			}
+			if h := m.GetHistogram(); h != nil {
+				return float64(h.GetSampleCount())
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
 // The plugin's metrics are on the registry kube-scheduler serves and move with what it does:
 // decisions by code, policy calls by call, gang preemptions with their victims and GPUs.
 func TestMetricsCountDecisionsCallsAndPreemptions(t *testing.T) {
 	e, pods := gangFixture(t)
-	value := func(name string, labels map[string]string) float64 {
-		t.Helper()
-		families, err := legacyregistry.DefaultGatherer.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range families {
-			if f.GetName() != name {
-				continue
-			}
-			for _, m := range f.GetMetric() {
-				match := true
-				for _, l := range m.GetLabel() {
-					if want, ok := labels[l.GetName()]; ok && want != l.GetValue() {
-						match = false
-					}
-				}
-				if !match {
-					continue
-				}
-				if h := m.GetHistogram(); h != nil {
-					return float64(h.GetSampleCount())
-				}
-				return m.GetCounter().GetValue()
-			}
-		}
-		return 0
-	}
+	value := func(name string, labels map[string]string) float64 { return metricValue(t, name, labels) }
 	snapshot := func() map[string]float64 {
 		return map[string]float64{
 			"unschedulable": value("cdplace_decisions_total", map[string]string{"code": "Unschedulable"}),

@@ -285,8 +285,11 @@ type result struct {
 	skipped   bool
 	allowed   []string
 	filter    map[string]*fwk.Status
-	score     map[string]int64
-	state     fwk.CycleState
+	// score is the plugin's score of each feasible node (through the framework, or asked of
+	// Score directly when PreScore left Score out: scoreSkipped).
+	score        map[string]int64
+	scoreSkipped bool
+	state        fwk.CycleState
 }
 
 func (e *env) schedule(pod *v1.Pod) result {
@@ -317,6 +320,18 @@ func (e *env) schedule(pod *v1.Pod) result {
 	}
 	for _, s := range scores {
 		r.score[s.Name] = s.TotalScore
+	}
+	if _, err := getState(state); err == nil && state.GetSkipScorePlugins().Has(Name) {
+		r.scoreSkipped = true
+		// The same score on every node: what Score would have said, for the tests that compare
+		// it with the policy's.
+		for _, ni := range feasible {
+			score, st := e.plugin.Score(e.ctx, state, pod, ni)
+			if !st.IsSuccess() {
+				e.t.Fatalf("score %s: %v", ni.Node().Name, st)
+			}
+			r.score[ni.Node().Name] = score
+		}
 	}
 	return r
 }

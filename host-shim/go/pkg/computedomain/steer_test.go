@@ -7,32 +7,16 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/component-base/metrics/legacyregistry"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
 	"k8s.io/utils/ptr"
 )
 
 // steeringCount reads cdplace_steering_answers_total{answer}.
 func steeringCount(t *testing.T, answer string) float64 {
 	t.Helper()
-	families, err := legacyregistry.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != "cdplace_steering_answers_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "answer" && l.GetValue() == answer {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	return metricValue(t, "cdplace_steering_answers_total", map[string]string{"answer": answer})
 }
 
 // steeringSince returns a check that the policy was asked, and its answer reused, the given
@@ -158,4 +142,71 @@ func TestPlainClaimAllocationsOnAStableCliqueKeepTheSteeringAnswer(t *testing.T)
 	e.apply(gpuClaim("q1-gpus"))
 	e.schedule(pods[2])
 	want("q3 after a deallocation", 1, 0)
+}
+
+// Score takes part in a cycle only when it tells the feasible nodes apart: PreScore leaves it out
+// when every one of them would get the same score (a score added alike to every node changes no
+// rank), and the metric counts both.
+func TestScoreIsLeftOutWhenEveryFeasibleNodeScoresTheSame(t *testing.T) {
+	nodes := append(append(rack("a", 1, 4), rack("b", 2, 6)...), rack("c", 3, 4)...)
+	plain := makePod("plain", "", 4)
+	e := newEnv(t, "", nodes, nil, boundTo(makePod("b-user", "", 4), "b-00"), plain)
+	byName := map[string]fwk.NodeInfo{}
+	for _, ni := range tf.BuildNodeInfos(e.nodes) {
+		byName[ni.Node().Name] = ni
+	}
+	infos := func(names ...string) []fwk.NodeInfo {
+		var out []fwk.NodeInfo
+		for _, n := range names {
+			out = append(out, byName[n])
+		}
+		return out
+	}
+	scored := func() (float64, float64) {
+		return metricValue(t, "cdplace_score_cycles_total", map[string]string{"score": "scored"}),
+			metricValue(t, "cdplace_score_cycles_total", map[string]string{"score": "skipped"})
+	}
+	for _, c := range []struct {
+		what     string
+		feasible []string
+		skip     bool
+	}{
+		{"the broken clique b and the intact a", []string{"a-00", "a-01", "b-01", "b-02"}, false},
+		{"intact a and c, alike", []string{"a-00", "a-01", "a-02", "c-00", "c-03"}, true},
+		{"one clique's trays", []string{"b-01", "b-02", "b-03"}, true},
+		{"intact, then broken last", []string{"a-00", "c-00", "c-01", "b-05"}, false},
+		{"one node", []string{"c-02"}, true},
+	} {
+		cs := framework.NewCycleState()
+		if _, st, _ := e.fh.RunPreFilterPlugins(e.ctx, cs, plain); !st.IsSuccess() && !st.IsSkip() {
+			t.Fatalf("%s: PreFilter: %v", c.what, st)
+		}
+		s0, k0 := scored()
+		st := e.plugin.PreScore(e.ctx, cs, plain, infos(c.feasible...))
+		s1, k1 := scored()
+		if c.skip != st.IsSkip() || (!c.skip && !st.IsSuccess()) {
+			t.Fatalf("%s: PreScore %v, want skip %v", c.what, st, c.skip)
+		}
+		if c.skip && (k1-k0 != 1 || s1 != s0) || !c.skip && (s1-s0 != 1 || k1 != k0) {
+			t.Fatalf("%s: scored moved by %v and skipped by %v", c.what, s1-s0, k1-k0)
+		}
+		// What Score says of those nodes agrees: alike exactly when left out.
+		seen := map[int64]bool{}
+		for _, ni := range infos(c.feasible...) {
+			score, st := e.plugin.Score(e.ctx, cs, plain, ni)
+			if !st.IsSuccess() {
+				t.Fatalf("%s: Score %s: %v", c.what, ni.Node().Name, st)
+			}
+			seen[score] = true
+		}
+		if (len(seen) == 1) != c.skip {
+			t.Fatalf("%s: scores %v, skipped %v", c.what, seen, c.skip)
+		}
+	}
+	// Through the framework: all free trays of the fleet are scored (b is broken), and the pod
+	// goes to b.
+	r := e.schedule(plain)
+	if r.scoreSkipped || !(r.score["b-01"] > r.score["a-00"]) {
+		t.Fatalf("the whole fleet: skipped %v, scores %v", r.scoreSkipped, r.score)
+	}
 }
