@@ -102,7 +102,7 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 	if err != nil {
 		return Run{}, fmt.Errorf("metrics of %s: %w", sched.Name, err)
 	}
-	steerBefore, err := harness.ScrapeCounters(ctx, sched.MetricsURL(), steeringFamily)
+	steerBefore, err := harness.ScrapeCounters(ctx, sched.MetricsURL(), steeringFamily, scoreFamily)
 	if err != nil {
 		return Run{}, fmt.Errorf("metrics of %s: %w", sched.Name, err)
 	}
@@ -162,7 +162,7 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 	if err != nil {
 		return Run{}, err
 	}
-	steerAfter, err := harness.ScrapeCounters(ctx, sched.MetricsURL(), steeringFamily)
+	steerAfter, err := harness.ScrapeCounters(ctx, sched.MetricsURL(), steeringFamily, scoreFamily)
 	if err != nil {
 		return Run{}, err
 	}
@@ -187,6 +187,8 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 	}
 	r.SteeringAsked = steerAfter[steeringFamily+"{answer=asked}"] - steerBefore[steeringFamily+"{answer=asked}"]
 	r.SteeringReused = steerAfter[steeringFamily+"{answer=reused}"] - steerBefore[steeringFamily+"{answer=reused}"]
+	r.ScoreRan = steerAfter[scoreFamily+"{score=scored}"] - steerBefore[scoreFamily+"{score=scored}"]
+	r.ScoreSkipped = steerAfter[scoreFamily+"{score=skipped}"] - steerBefore[scoreFamily+"{score=skipped}"]
 	delta := after.Sub(before)
 	ms := func(h harness.Histogram) Quantiles {
 		return Quantiles{Count: h.Count, P50: round(1000 * h.Quantile(0.5)), P99: round(1000 * h.Quantile(0.99))}
@@ -227,6 +229,10 @@ func cliquesUsed(objs []any, fleet *harness.Fleet) int {
 
 // steeringFamily counts plain-pod steering answers (cdplace profile only).
 const steeringFamily = "cdplace_steering_answers_total"
+
+// scoreFamily counts the cycles the plugin scored and those it left Score out of, every feasible
+// node scoring alike (cdplace profile only).
+const scoreFamily = "cdplace_score_cycles_total"
 
 var histogramFamilies = []string{
 	"scheduler_scheduling_attempt_duration_seconds",

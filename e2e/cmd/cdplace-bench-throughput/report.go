@@ -36,6 +36,10 @@ type Run struct {
 	// policy asked, or a cached answer still valid (cdplace_steering_answers_total).
 	SteeringAsked  float64 `json:"steeringAsked"`
 	SteeringReused float64 `json:"steeringReused"`
+	// ScoreRan and ScoreSkipped count the run's cycles in which the plugin scored the feasible
+	// nodes, or left Score out because they would all score alike (cdplace_score_cycles_total).
+	ScoreRan     float64 `json:"scoreRan"`
+	ScoreSkipped float64 `json:"scoreSkipped"`
 	// CliquesUsed counts the cliques the run's pods landed in (the fleet starts empty).
 	CliquesUsed int `json:"cliquesUsed"`
 }
@@ -120,7 +124,7 @@ func report(out string, runs []Run) error {
 		fmt.Fprintf(&b, "| %d | %s | %.1f | %.1f | %.2f | %s | %s | %s | %s |\n", s.Trays, s.Kind, s.Cdplace, s.Baseline, s.Ratio,
 			allCol, allRatio, s.CdplaceBound, s.BaselineBound)
 	}
-	b.WriteString("\n| trays | workload | profile | rep | pods/s | scheduler RSS MiB | attempt p50/p99 ms | cdplace PreFilter p50/p99 ms | cdplace Filter p50/p99 | cdplace Score p50/p99 | DynamicResources PreFilter p50/p99 | DynamicResources Filter p50/p99 | steering asked / reused | cliques used |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| trays | workload | profile | rep | pods/s | scheduler RSS MiB | attempt p50/p99 ms | cdplace PreFilter p50/p99 ms | cdplace Filter p50/p99 | cdplace Score p50/p99 | DynamicResources PreFilter p50/p99 | DynamicResources Filter p50/p99 | steering asked / reused | Score ran / left out | cliques used |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	q := func(r Run, k string) string {
 		v, ok := r.Plugins[k]
 		if !ok {
@@ -133,9 +137,13 @@ func report(out string, runs []Run) error {
 		if r.SteeringAsked+r.SteeringReused > 0 {
 			steering = fmt.Sprintf("%.0f / %.0f", r.SteeringAsked, r.SteeringReused)
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.1f | %.0f | %.1f / %.1f | %s | %s | %s | %s | %s | %s | %d |\n", r.Trays, r.Kind, r.Profile, r.Rep, r.PodsPerSec,
+		scoring := "–"
+		if r.ScoreRan+r.ScoreSkipped > 0 {
+			scoring = fmt.Sprintf("%.0f / %.0f", r.ScoreRan, r.ScoreSkipped)
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.1f | %.0f | %.1f / %.1f | %s | %s | %s | %s | %s | %s | %s | %d |\n", r.Trays, r.Kind, r.Profile, r.Rep, r.PodsPerSec,
 			r.RSSMiB, r.AttemptP50, r.AttemptP99, q(r, "ComputeDomainPlacement/PreFilter"), q(r, "ComputeDomainPlacement/Filter"),
-			q(r, "ComputeDomainPlacement/Score"), q(r, "DynamicResources/PreFilter"), q(r, "DynamicResources/Filter"), steering, r.CliquesUsed)
+			q(r, "ComputeDomainPlacement/Score"), q(r, "DynamicResources/PreFilter"), q(r, "DynamicResources/Filter"), steering, scoring, r.CliquesUsed)
 	}
 	var groups []string
 	cdSeries := plot.Series{Name: "cdplace (computedomain-scheduler)"}
