@@ -9,7 +9,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/component-base/metrics/legacyregistry"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/cdplace/cdplace/host-shim/go/internal/cdplace"
@@ -18,25 +17,8 @@ import (
 // gauge reads a gauge of kube-scheduler's registry (0 when absent).
 func gauge(t *testing.T, name string, labels map[string]string) float64 {
 	t.Helper()
-	families, err := legacyregistry.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if want, ok := labels[l.GetName()]; ok && want != l.GetValue() {
-					continue next
-				}
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	return 0
+	m, _ := findMetric(t, name, labels)
+	return m.GetGauge().GetValue()
 }
 
 // drain returns the Events recorded since the last drain.

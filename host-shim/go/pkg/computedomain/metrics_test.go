@@ -3,13 +3,15 @@ package computedomain
 import (
 	"testing"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"k8s.io/component-base/metrics/legacyregistry"
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
-// metricValue reads a counter (or a histogram's sample count) of kube-scheduler's registry: the
-// first series whose labels include labels; 0 when there is none.
-func metricValue(t *testing.T, name string, labels map[string]string) float64 {
+// findMetric is the first series of kube-scheduler's registry named name whose labels include
+// labels.
+func findMetric(t *testing.T, name string, labels map[string]string) (*dto.Metric, bool) {
 	t.Helper()
 	families, err := legacyregistry.DefaultGatherer.Gather()
 	if err != nil {
@@ -19,23 +21,30 @@ func metricValue(t *testing.T, name string, labels map[string]string) float64 {
 		if f.GetName() != name {
 			continue
 		}
+	next:
 		for _, m := range f.GetMetric() {
-			match := true
 			for _, l := range m.GetLabel() {
 				if want, ok := labels[l.GetName()]; ok && want != l.GetValue() {
-					match = false
+					continue next
 				}
 			}
-			if !match {
-				continue
-			}
-			if h := m.GetHistogram(); h != nil {
-				return float64(h.GetSampleCount())
-			}
-			return m.GetCounter().GetValue()
+			return m, true
 		}
 	}
-	return 0
+	return nil, false
+}
+
+// metricValue reads a counter (or a histogram's sample count; 0 when there is no such series).
+func metricValue(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	m, ok := findMetric(t, name, labels)
+	if !ok {
+		return 0
+	}
+	if h := m.GetHistogram(); h != nil {
+		return float64(h.GetSampleCount())
+	}
+	return m.GetCounter().GetValue()
 }
 
 // The plugin's metrics are on the registry kube-scheduler serves and move with what it does:
@@ -72,27 +81,8 @@ func TestGaugesShowTheJournalAndTheInstances(t *testing.T) {
 	e, pods := gangFixture(t)
 	gauge := func(name string, labels map[string]string) (float64, bool) {
 		t.Helper()
-		families, err := legacyregistry.DefaultGatherer.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range families {
-			if f.GetName() != name {
-				continue
-			}
-			for _, m := range f.GetMetric() {
-				match := true
-				for _, l := range m.GetLabel() {
-					if want, ok := labels[l.GetName()]; ok && want != l.GetValue() {
-						match = false
-					}
-				}
-				if match {
-					return m.GetGauge().GetValue(), true
-				}
-			}
-		}
-		return 0, false
+		m, ok := findMetric(t, name, labels)
+		return m.GetGauge().GetValue(), ok
 	}
 	wantCode(t, "high-0", e.schedule(pods["high-0"]).preFilter, fwk.Unschedulable, "")
 	if v, ok := gauge("cdplace_policy_instances", map[string]string{"state": "idle"}); !ok || v != 1 {
