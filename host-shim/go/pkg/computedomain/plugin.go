@@ -375,8 +375,8 @@ func (p *Plugin) PreScore(_ context.Context, cs fwk.CycleState, _ *v1.Pod, nodes
 }
 
 // sameScore tells whether Score gives every one of nodes the same score. Nodes come in the
-// scheduler's order (rack by rack): a mixed list differs within a clique or two, so the scan
-// stops early there.
+// scheduler's node-tree order (within a zone, as they joined; usually rack by rack), so a mixed
+// list tends to differ within a clique or two and the scan stops there.
 func (p *Plugin) sameScore(s *state, nodes []fwk.NodeInfo) bool {
 	if len(nodes) < 2 {
 		return true
