@@ -61,29 +61,9 @@ func fleet(b *testing.B) (*env, *v1.Pod, *v1.Pod, *v1.Pod) {
 }
 
 // cycle runs PreFilter, Filter on every node it allows, PreScore and Score, as one scheduling
-// cycle does (sequentially here; the scheduler spreads Filter and Score over 16 goroutines).
+// cycle does (Filter sequentially here; the scheduler spreads it over 16 goroutines).
 func cycle(b *testing.B, fh framework.Framework, e *env, infos []fwk.NodeInfo, pod *v1.Pod) {
-	state := framework.NewCycleState()
-	res, st, _ := fh.RunPreFilterPlugins(e.ctx, state, pod)
-	if !st.IsSuccess() {
-		b.Fatalf("prefilter: %v", st)
-	}
-	feasible := make([]fwk.NodeInfo, 0, len(infos))
-	for _, ni := range infos {
-		// As the scheduler does, Filter only runs for the nodes PreFilter allowed.
-		if res != nil && res.NodeNames != nil && !res.NodeNames.Has(ni.Node().Name) {
-			continue
-		}
-		if fh.RunFilterPlugins(e.ctx, state, pod, ni).IsSuccess() {
-			feasible = append(feasible, ni)
-		}
-	}
-	if st := fh.RunPreScorePlugins(e.ctx, state, pod, feasible); !st.IsSuccess() {
-		b.Fatalf("prescore: %v", st)
-	}
-	if _, st := fh.RunScorePlugins(e.ctx, state, pod, feasible); !st.IsSuccess() {
-		b.Fatalf("score: %v", st)
-	}
+	scheduleCycle(b, fh, e.ctx, infos, pod, 0, len(infos))
 }
 
 // BenchmarkSchedulingCycle5000Nodes: per-pod time inside the framework with the plugin, next to

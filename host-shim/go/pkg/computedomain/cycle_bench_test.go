@@ -125,7 +125,7 @@ func implements[T any](p fwk.Plugin) bool {
 func scheduleCycle(b *testing.B, fh framework.Framework, ctx context.Context, infos []fwk.NodeInfo, pod *v1.Pod, start, want int) (next int, scoring time.Duration) {
 	state := framework.NewCycleState()
 	res, st, _ := fh.RunPreFilterPlugins(ctx, state, pod)
-	if !st.IsSuccess() && !st.IsSkip() {
+	if !st.IsSuccess() {
 		b.Fatalf("prefilter: %v", st)
 	}
 	feasible := make([]fwk.NodeInfo, 0, want)
