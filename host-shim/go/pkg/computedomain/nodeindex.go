@@ -16,7 +16,7 @@ import (
 // (8% of kube-scheduler's CPU for plain GPU pods in bench-throughput). cliqueIndex numbers the
 // clique label values and maps each node object to its number; a decision's cliques are looked
 // up once per decision into a slice by that number (nodeTable), so a node costs one
-// pointer-keyed lookup. The node objects are the informer's, which the scheduler's snapshot
+// pointer-keyed lookup (nodeordinals.go). The node objects are the informer's, which the scheduler's snapshot
 // shares. A node the index does not have (added or updated since its last snapshot) falls back
 // to the label lookups, so a stale snapshot is slower, never wrong: an object's labels never
 // change, only the object the scheduler holds for a node.
@@ -42,7 +42,7 @@ type indexedNode struct {
 // cliqueSnapshot is one immutable build of the index.
 type cliqueSnapshot struct {
 	// byNode numbers each node object's clique label value ("" when it has none).
-	byNode map[*v1.Node]int32
+	byNode *nodeOrdinals
 	// ordinals numbers the label values; n is their count.
 	ordinals map[string]int32
 	n        int
@@ -83,14 +83,14 @@ func (x *cliqueIndex) snapshot(now time.Time) *cliqueSnapshot {
 	if x.snap != nil && (!x.dirty || now.Sub(x.builtAt) < indexRebuildEvery) {
 		return x.snap
 	}
-	s := &cliqueSnapshot{byNode: make(map[*v1.Node]int32, len(x.nodes)), ordinals: map[string]int32{}}
+	s := &cliqueSnapshot{byNode: newNodeOrdinals(len(x.nodes)), ordinals: map[string]int32{}}
 	for _, e := range x.nodes {
 		i, ok := s.ordinals[e.clique]
 		if !ok {
 			i = int32(len(s.ordinals))
 			s.ordinals[e.clique] = i
 		}
-		s.byNode[e.node] = i
+		s.byNode.put(e.node, i)
 	}
 	s.n = len(s.ordinals)
 	x.snap, x.dirty, x.builtAt = s, false, now
@@ -118,7 +118,7 @@ func tableOn(d *cdplace.Decision, snap *cliqueSnapshot) *nodeTable {
 // node object is in its snapshot, else from the node's label.
 func (p *Plugin) nodeVerdict(s *state, node *v1.Node) (cdplace.Verdict, int64, bool) {
 	if t := s.table; t != nil {
-		if i, ok := t.snap.byNode[node]; ok {
+		if i, ok := t.snap.byNode.get(node); ok {
 			return s.decision.NodeAt(node.Name, t.slots[i])
 		}
 	}

@@ -23,7 +23,7 @@ func agree(t *testing.T, p *Plugin, s *state, nodes []*v1.Node) (hits int) {
 			t.Errorf("%s: through the table %v %d %v, from its labels %v %d %v", n.Name, v, score, scored, wv, wscore, wscored)
 		}
 		if s.table != nil {
-			if _, ok := s.table.snap.byNode[n]; ok {
+			if _, ok := s.table.snap.byNode.get(n); ok {
 				hits++
 			}
 		}
@@ -83,7 +83,7 @@ func TestTheNodeIndexAnswersAsTheLabels(t *testing.T) {
 	e.apply(moved)
 	r = e.schedule(cd1)
 	s, _ = getState(r.state)
-	if _, ok := s.table.snap.byNode[moved]; ok {
+	if _, ok := s.table.snap.byNode.get(moved); ok {
 		t.Fatal("the snapshot was rebuilt within indexRebuildEvery")
 	}
 	if v, _, _ := e.plugin.nodeVerdict(s, moved); v.Code != cdplace.CodeSuccess {
@@ -94,10 +94,10 @@ func TestTheNodeIndexAnswersAsTheLabels(t *testing.T) {
 	now = now.Add(indexRebuildEvery)
 	r = e.schedule(cd1)
 	s, _ = getState(r.state)
-	if _, ok := s.table.snap.byNode[moved]; !ok {
+	if _, ok := s.table.snap.byNode.get(moved); !ok {
 		t.Fatal("a changed node is in the snapshot once indexRebuildEvery passed")
 	}
-	if _, ok := s.table.snap.byNode[nodes[1]]; ok {
+	if _, ok := s.table.snap.byNode.get(nodes[1]); ok {
 		t.Fatal("the object a-01 replaced is still in the rebuilt snapshot")
 	}
 	agree(t, e.plugin, s, append(nodes, moved))
@@ -105,8 +105,8 @@ func TestTheNodeIndexAnswersAsTheLabels(t *testing.T) {
 	// A deleted node leaves the next build.
 	e.plugin.feed.deleteNode("cpu-0", "")
 	now = now.Add(indexRebuildEvery)
-	if snap := e.plugin.feed.index.snapshot(now); len(snap.byNode) != len(nodes)-1 {
-		t.Fatalf("after a deletion the snapshot has %d nodes, want %d", len(snap.byNode), len(nodes)-1)
+	if snap := e.plugin.feed.index.snapshot(now); snap.byNode.len() != len(nodes)-1 {
+		t.Fatalf("after a deletion the snapshot has %d nodes, want %d", snap.byNode.len(), len(nodes)-1)
 	}
 }
 
