@@ -221,3 +221,26 @@ func TestFleetRefreshRunsInTheBackground(t *testing.T) {
 		t.Fatalf("domains running %v, want 1", v)
 	}
 }
+
+// The background refresh waits fleetCostFactor times what the last status call cost: each call
+// records its time, and the loop skips its ticks until that much has passed.
+func TestFleetRefreshIsPacedByItsCost(t *testing.T) {
+	e := newEnv(t, "", rack("a", 1, 4), nil)
+	if e.plugin.fleetPaced(timeNow()) {
+		t.Fatal("paced before any status")
+	}
+	e.plugin.refreshFleet(e.ctx, true)
+	e.plugin.fleet.mu.Lock()
+	at, cost := e.plugin.fleet.at, e.plugin.fleet.cost
+	e.plugin.fleet.mu.Unlock()
+	if cost <= 0 {
+		t.Fatalf("status call cost %v recorded", cost)
+	}
+	wait := fleetCostFactor * cost
+	if !e.plugin.fleetPaced(at.Add(wait - time.Nanosecond)) {
+		t.Errorf("not paced %v after a status call of %v", wait-time.Nanosecond, cost)
+	}
+	if e.plugin.fleetPaced(at.Add(wait)) {
+		t.Errorf("still paced %v after a status call of %v", wait, cost)
+	}
+}
