@@ -1,7 +1,9 @@
 package harness
 
 import (
+	"os"
 	"testing"
+	"time"
 
 	schedconfig "k8s.io/kube-scheduler/config/v1"
 	"sigs.k8s.io/yaml"
@@ -29,5 +31,30 @@ func TestWithClientRate(t *testing.T) {
 	}
 	if len(cfg.Profiles) != 1 || cfg.Profiles[0].SchedulerName == nil || *cfg.Profiles[0].SchedulerName != "default-scheduler" {
 		t.Errorf("profiles changed: %+v", cfg.Profiles)
+	}
+}
+
+// processCPUTime reads every thread's user and system time: a busy goroutine's work shows up,
+// within the 10 ms ticks the kernel counts in, and never runs backwards.
+func TestProcessCPUTime(t *testing.T) {
+	before, err := processCPUTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Spin for 300 ms of wall time on this thread: at least that much CPU unless the machine
+	// takes the core away, so ask for a third of it.
+	x := 0
+	for start := time.Now(); time.Since(start) < 300*time.Millisecond; {
+		x++
+	}
+	after, err := processCPUTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if used := after - before; used < 100*time.Millisecond {
+		t.Errorf("spinning 300 ms counted %v of CPU (loop ran %d times)", used, x)
+	}
+	if _, err := processCPUTime(1 << 30); err == nil {
+		t.Error("no error for a process that does not exist")
 	}
 }

@@ -116,6 +116,10 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 			fmt.Printf("  wrote %s (go tool pprof -top %s)\n", path, path)
 		}()
 	}
+	cpuBefore, err := sched.CPUTime()
+	if err != nil {
+		return Run{}, err
+	}
 	start := time.Now()
 	work := make(chan *corev1.Pod)
 	var wg sync.WaitGroup
@@ -158,6 +162,10 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	cpuAfter, err := sched.CPUTime()
+	if err != nil {
+		return Run{}, err
+	}
 	after, err := harness.ScrapeHistograms(ctx, sched.MetricsURL(), histogramFamilies...)
 	if err != nil {
 		return Run{}, err
@@ -184,6 +192,7 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 	if r.Bound > 0 {
 		r.Seconds = last.Sub(start).Seconds()
 		r.PodsPerSec = float64(r.Bound) / r.Seconds
+		r.CPUmsPerPod = round(float64((cpuAfter - cpuBefore).Microseconds()) / 1000 / float64(r.Bound))
 	}
 	r.SteeringAsked = steerAfter[steeringFamily+"{answer=asked}"] - steerBefore[steeringFamily+"{answer=asked}"]
 	r.SteeringReused = steerAfter[steeringFamily+"{answer=reused}"] - steerBefore[steeringFamily+"{answer=reused}"]

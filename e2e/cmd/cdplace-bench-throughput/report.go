@@ -29,9 +29,13 @@ type Run struct {
 	AttemptP99 float64 `json:"attemptP99ms"`
 	// RSSMiB is the scheduler process's resident set size right after the run (the fleet and
 	// the run's pods in its caches; cdplace's view, guest instances and owner informers too).
-	RSSMiB    float64              `json:"schedulerRSSMiB"`
-	Extension map[string]Quantiles `json:"extensionPoints"`
-	Plugins   map[string]Quantiles `json:"plugins"`
+	RSSMiB float64 `json:"schedulerRSSMiB"`
+	// CPUmsPerPod is the scheduler process's CPU time from the first pod's creation until the
+	// last was bound (or the run gave up), per bound pod: the work each profile does for a pod,
+	// steadier than pods/s, which moves with what the API server and etcd take of the same cores.
+	CPUmsPerPod float64              `json:"schedulerCPUmsPerPod"`
+	Extension   map[string]Quantiles `json:"extensionPoints"`
+	Plugins     map[string]Quantiles `json:"plugins"`
 	// SteeringAsked and SteeringReused count the plain-pod steering answers of the run: the
 	// policy asked, or a cached answer still valid (cdplace_steering_answers_total).
 	SteeringAsked  float64 `json:"steeringAsked"`
@@ -60,6 +64,10 @@ type Summary struct {
 	Ratio         float64 `json:"ratio"`
 	AllNodes      float64 `json:"allNodesPodsPerSecond,omitempty"`
 	RatioAllNodes float64 `json:"ratioToAllNodes,omitempty"`
+	// CPU per pod (medians) and cdplace's over the baseline's: above 1 is work the plugin adds.
+	CdplaceCPU    float64 `json:"cdplaceCPUmsPerPod,omitempty"`
+	BaselineCPU   float64 `json:"baselineCPUmsPerPod,omitempty"`
+	CPURatio      float64 `json:"cpuRatio,omitempty"`
 	CdplaceBound  string  `json:"cdplaceBound"`
 	BaselineBound string  `json:"baselineBound"`
 }
@@ -94,20 +102,25 @@ func report(out string, runs []Run) error {
 	}
 	var keys []key
 	rate := map[key]map[string][]float64{}
+	cpu := map[key]map[string][]float64{}
 	bound := map[key]map[string]string{}
 	for _, r := range runs {
 		k := key{r.Trays, r.Kind}
 		if rate[k] == nil {
 			keys = append(keys, k)
 			rate[k] = map[string][]float64{}
+			cpu[k] = map[string][]float64{}
 			bound[k] = map[string]string{}
 		}
 		rate[k][r.Profile] = append(rate[k][r.Profile], r.PodsPerSec)
+		if r.CPUmsPerPod > 0 {
+			cpu[k][r.Profile] = append(cpu[k][r.Profile], r.CPUmsPerPod)
+		}
 		bound[k][r.Profile] += fmt.Sprintf("%d/%d ", r.Bound, r.Pods)
 	}
 	var sums []Summary
 	var b strings.Builder
-	b.WriteString("| trays | workload | cdplace pods/s (median) | baseline pods/s (median) | ratio | stock, all nodes pods/s | cdplace / all nodes | cdplace bound | baseline bound |\n|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| trays | workload | cdplace pods/s (median) | baseline pods/s (median) | ratio | scheduler CPU ms/pod, cdplace / baseline (medians) | CPU ratio | stock, all nodes pods/s | cdplace / all nodes | cdplace bound | baseline bound |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, k := range keys {
 		cd, base := median(rate[k][string(harness.Cdplace)]), median(rate[k][string(harness.Baseline)])
 		s := Summary{Trays: k.trays, Kind: k.kind, Cdplace: round(cd), Baseline: round(base),
@@ -115,16 +128,22 @@ func report(out string, runs []Run) error {
 		if base > 0 {
 			s.Ratio = round(cd / base)
 		}
+		cpuCol, cpuRatio := "–", "–"
+		s.CdplaceCPU, s.BaselineCPU = median(cpu[k][string(harness.Cdplace)]), median(cpu[k][string(harness.Baseline)])
+		if s.CdplaceCPU > 0 && s.BaselineCPU > 0 {
+			s.CPURatio = round(s.CdplaceCPU / s.BaselineCPU)
+			cpuCol, cpuRatio = fmt.Sprintf("%.2f / %.2f", s.CdplaceCPU, s.BaselineCPU), fmt.Sprintf("%.3f", s.CPURatio)
+		}
 		all, allCol, allRatio := median(rate[k][string(allNodes)]), "–", "–"
 		if all > 0 {
 			s.AllNodes, s.RatioAllNodes = round(all), round(cd/all)
 			allCol, allRatio = fmt.Sprintf("%.1f", all), fmt.Sprintf("%.2f", cd/all)
 		}
 		sums = append(sums, s)
-		fmt.Fprintf(&b, "| %d | %s | %.1f | %.1f | %.2f | %s | %s | %s | %s |\n", s.Trays, s.Kind, s.Cdplace, s.Baseline, s.Ratio,
-			allCol, allRatio, s.CdplaceBound, s.BaselineBound)
+		fmt.Fprintf(&b, "| %d | %s | %.1f | %.1f | %.2f | %s | %s | %s | %s | %s | %s |\n", s.Trays, s.Kind, s.Cdplace, s.Baseline, s.Ratio,
+			cpuCol, cpuRatio, allCol, allRatio, s.CdplaceBound, s.BaselineBound)
 	}
-	b.WriteString("\n| trays | workload | profile | rep | pods/s | scheduler RSS MiB | attempt p50/p99 ms | cdplace PreFilter p50/p99 ms | cdplace Filter p50/p99 | cdplace Score p50/p99 | DynamicResources PreFilter p50/p99 | DynamicResources Filter p50/p99 | steering asked / reused | Score ran / left out | cliques used |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| trays | workload | profile | rep | pods/s | scheduler CPU ms/pod | scheduler RSS MiB | attempt p50/p99 ms | cdplace PreFilter p50/p99 ms | cdplace Filter p50/p99 | cdplace Score p50/p99 | DynamicResources PreFilter p50/p99 | DynamicResources Filter p50/p99 | steering asked / reused | Score ran / left out | cliques used |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	q := func(r Run, k string) string {
 		v, ok := r.Plugins[k]
 		if !ok {
@@ -141,8 +160,8 @@ func report(out string, runs []Run) error {
 		if r.ScoreRan+r.ScoreSkipped > 0 {
 			scoring = fmt.Sprintf("%.0f / %.0f", r.ScoreRan, r.ScoreSkipped)
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.1f | %.0f | %.1f / %.1f | %s | %s | %s | %s | %s | %s | %s | %d |\n", r.Trays, r.Kind, r.Profile, r.Rep, r.PodsPerSec,
-			r.RSSMiB, r.AttemptP50, r.AttemptP99, q(r, "ComputeDomainPlacement/PreFilter"), q(r, "ComputeDomainPlacement/Filter"),
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.1f | %.2f | %.0f | %.1f / %.1f | %s | %s | %s | %s | %s | %s | %s | %d |\n", r.Trays, r.Kind, r.Profile, r.Rep, r.PodsPerSec,
+			r.CPUmsPerPod, r.RSSMiB, r.AttemptP50, r.AttemptP99, q(r, "ComputeDomainPlacement/PreFilter"), q(r, "ComputeDomainPlacement/Filter"),
 			q(r, "ComputeDomainPlacement/Score"), q(r, "DynamicResources/PreFilter"), q(r, "DynamicResources/Filter"), steering, scoring, r.CliquesUsed)
 	}
 	var groups []string
