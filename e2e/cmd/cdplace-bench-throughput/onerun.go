@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/cdplace/cdplace/e2e/cpuprofile"
 	"github.com/cdplace/cdplace/e2e/harness"
 )
 
@@ -106,14 +107,24 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 	if err != nil {
 		return Run{}, fmt.Errorf("metrics of %s: %w", sched.Name, err)
 	}
+	// The profile's plugin share, once it is written (waited for before the run returns).
+	var profiled chan *cpuprofile.Share
 	if c.profile > 0 && rep == 0 && trays >= c.sizes[len(c.sizes)-1] {
 		path := filepath.Join(c.out, fmt.Sprintf("cpu-%s-%s-%d.pprof", short, kind, trays))
+		profiled = make(chan *cpuprofile.Share, 1)
 		go func() {
+			defer close(profiled)
 			if err := harness.Fetch(ctx, sched.ProfileURL(c.profile), path); err != nil {
 				fmt.Fprintf(os.Stderr, "profile of %s: %v\n", sched.Name, err)
 				return
 			}
-			fmt.Printf("  wrote %s (go tool pprof -top %s)\n", path, path)
+			share, err := cpuprofile.Analyze(path)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "profile of %s: %v\n", sched.Name, err)
+				return
+			}
+			fmt.Printf("  wrote %s (go tool pprof -top %s): plugin %.2f%% of the process's CPU\n", path, path, 100*share.OfTotal())
+			profiled <- &share
 		}()
 	}
 	cpuBefore, err := sched.CPUTime()
@@ -174,6 +185,10 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 	if err != nil {
 		return Run{}, err
 	}
+	var share *cpuprofile.Share
+	if profiled != nil {
+		share = <-profiled
+	}
 	rss, err := sched.RSSBytes()
 	if err != nil {
 		return Run{}, err
@@ -182,6 +197,9 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 	mu.Lock()
 	r := Run{Trays: trays, Kind: kind, Profile: string(p), Rep: rep, Pods: len(pods), Bound: len(boundAt), RSSMiB: round(float64(rss) / (1 << 20))}
 	r.CliquesUsed = cliquesUsed(inf.GetStore().List(), fleet)
+	if share != nil {
+		r.PluginCPU = round(100 * share.OfTotal())
+	}
 	var last time.Time
 	for _, t := range boundAt {
 		if t.After(last) {

@@ -33,9 +33,13 @@ type Run struct {
 	// CPUmsPerPod is the scheduler process's CPU time from the first pod's creation until the
 	// last was bound (or the run gave up), per bound pod: the work each profile does for a pod,
 	// steadier than pods/s, which moves with what the API server and etcd take of the same cores.
-	CPUmsPerPod float64              `json:"schedulerCPUmsPerPod"`
-	Extension   map[string]Quantiles `json:"extensionPoints"`
-	Plugins     map[string]Quantiles `json:"plugins"`
+	CPUmsPerPod float64 `json:"schedulerCPUmsPerPod"`
+	// PluginCPU is the percentage of the scheduler process's CPU samples with a frame of the
+	// plugin (its Go code, the cgo calls and what runs under them) in the run's CPU profile
+	// (-profile: the first repetition at the largest size; cdplace profile only).
+	PluginCPU float64              `json:"pluginPercentOfSchedulerCPU,omitempty"`
+	Extension map[string]Quantiles `json:"extensionPoints"`
+	Plugins   map[string]Quantiles `json:"plugins"`
 	// SteeringAsked and SteeringReused count the plain-pod steering answers of the run: the
 	// policy asked, or a cached answer still valid (cdplace_steering_answers_total).
 	SteeringAsked  float64 `json:"steeringAsked"`
@@ -143,7 +147,7 @@ func report(out string, runs []Run) error {
 		fmt.Fprintf(&b, "| %d | %s | %.1f | %.1f | %.2f | %s | %s | %s | %s | %s | %s |\n", s.Trays, s.Kind, s.Cdplace, s.Baseline, s.Ratio,
 			cpuCol, cpuRatio, allCol, allRatio, s.CdplaceBound, s.BaselineBound)
 	}
-	b.WriteString("\n| trays | workload | profile | rep | pods/s | scheduler CPU ms/pod | scheduler RSS MiB | attempt p50/p99 ms | cdplace PreFilter p50/p99 ms | cdplace Filter p50/p99 | cdplace Score p50/p99 | DynamicResources PreFilter p50/p99 | DynamicResources Filter p50/p99 | steering asked / reused | Score ran / left out | cliques used |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| trays | workload | profile | rep | pods/s | scheduler CPU ms/pod | scheduler RSS MiB | attempt p50/p99 ms | cdplace PreFilter p50/p99 ms | cdplace Filter p50/p99 | cdplace Score p50/p99 | DynamicResources PreFilter p50/p99 | DynamicResources Filter p50/p99 | steering asked / reused | Score ran / left out | cliques used | plugin % of CPU (profiled) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	q := func(r Run, k string) string {
 		v, ok := r.Plugins[k]
 		if !ok {
@@ -160,9 +164,13 @@ func report(out string, runs []Run) error {
 		if r.ScoreRan+r.ScoreSkipped > 0 {
 			scoring = fmt.Sprintf("%.0f / %.0f", r.ScoreRan, r.ScoreSkipped)
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.1f | %.2f | %.0f | %.1f / %.1f | %s | %s | %s | %s | %s | %s | %s | %d |\n", r.Trays, r.Kind, r.Profile, r.Rep, r.PodsPerSec,
+		pluginCPU := "–"
+		if r.PluginCPU > 0 {
+			pluginCPU = fmt.Sprintf("%.2f", r.PluginCPU)
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.1f | %.2f | %.0f | %.1f / %.1f | %s | %s | %s | %s | %s | %s | %s | %d | %s |\n", r.Trays, r.Kind, r.Profile, r.Rep, r.PodsPerSec,
 			r.CPUmsPerPod, r.RSSMiB, r.AttemptP50, r.AttemptP99, q(r, "ComputeDomainPlacement/PreFilter"), q(r, "ComputeDomainPlacement/Filter"),
-			q(r, "ComputeDomainPlacement/Score"), q(r, "DynamicResources/PreFilter"), q(r, "DynamicResources/Filter"), steering, scoring, r.CliquesUsed)
+			q(r, "ComputeDomainPlacement/Score"), q(r, "DynamicResources/PreFilter"), q(r, "DynamicResources/Filter"), steering, scoring, r.CliquesUsed, pluginCPU)
 	}
 	var groups []string
 	cdSeries := plot.Series{Name: "cdplace (computedomain-scheduler)"}

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/cdplace/cdplace/e2e/plot"
+
+	"github.com/cdplace/cdplace/e2e/cpuprofile"
 )
 
 // Spread is the median, minimum and maximum of N values.
@@ -85,7 +87,7 @@ func Summarize(workloads []Workload, runs []Run) Report {
 		byRound := map[int]map[Variant]Run{}
 		rates := map[Variant][]float64{}
 		var share []float64
-		var pooled CPUShare
+		var pooled cpuprofile.Share
 		var pre50, pre99 []float64
 		for _, r := range runs {
 			if r.Workload != w.Name {

@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/cdplace/cdplace/e2e/cpuprofile"
 )
 
 // Variant is one side of a comparison.
@@ -40,7 +42,7 @@ type Run struct {
 	// extension point, in ms (the scheduler samples it in ~10% of cycles).
 	Plugin map[string]map[string]float64 `json:"pluginMs,omitempty"`
 	// CPU is the split of the run's CPU profile.
-	CPU *CPUShare `json:"cpu,omitempty"`
+	CPU *cpuprofile.Share `json:"cpu,omitempty"`
 	// Placement is the ComputeDomain pods' placement (ComputeDomain workloads only).
 	Placement json.RawMessage `json:"placement,omitempty"`
 	Error     string          `json:"error,omitempty"`
@@ -155,7 +157,7 @@ func collect(r *Run, dir string) error {
 		return fmt.Errorf("%s: %w", items[0], err)
 	}
 	if profs, _ := filepath.Glob(filepath.Join(dir, "*-cpu.prof")); len(profs) == 1 {
-		share, err := AnalyzeCPUProfile(profs[0])
+		share, err := cpuprofile.Analyze(profs[0])
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,8 @@
-package main
+// Package cpuprofile splits a pprof CPU profile of a process that runs kube-scheduler with
+// ComputeDomainPlacement by who the samples belong to: the plugin's share of the scheduler's CPU,
+// the figure both benchmarks that profile a scheduler report (bench-upstream on scheduler_perf,
+// bench-throughput on a real control plane). It reads profile.proto itself: no pprof module.
+package cpuprofile
 
 import (
 	"bytes"
@@ -11,10 +15,11 @@ import (
 	"strings"
 )
 
-// CPUShare splits a CPU profile of one scheduler_perf run (one process: the in-process
-// kube-apiserver, the scheduler, informers and the load generator) by who the samples belong to.
+// Share splits a CPU profile by who the samples belong to: of one scheduler_perf run (one
+// process: the in-process kube-apiserver, the scheduler, informers and the load generator), or
+// of a kube-scheduler process (no apiserver frames).
 // Each is in nanoseconds of CPU; a sample counts for a category when any frame of its stack does.
-type CPUShare struct {
+type Share struct {
 	TotalNs int64 `json:"totalNs"`
 	// PluginNs: frames of github.com/cdplace/... (the Go plugin and its cgo wrapper: a sample
 	// taken inside a cgo call carries the Go stack that made it) or of the Rust library and
@@ -28,13 +33,13 @@ type CPUShare struct {
 }
 
 // OfScheduler is the plugin's share of the scheduler's samples (the headline figure).
-func (s CPUShare) OfScheduler() float64 { return ratio(s.PluginNs, s.SchedulerNs) }
+func (s Share) OfScheduler() float64 { return ratio(s.PluginNs, s.SchedulerNs) }
 
 // OfNonAPIServer is the plugin's share of all samples outside the kube-apiserver.
-func (s CPUShare) OfNonAPIServer() float64 { return ratio(s.PluginNs, s.TotalNs-s.APIServerNs) }
+func (s Share) OfNonAPIServer() float64 { return ratio(s.PluginNs, s.TotalNs-s.APIServerNs) }
 
 // OfTotal is the plugin's share of the whole process.
-func (s CPUShare) OfTotal() float64 { return ratio(s.PluginNs, s.TotalNs) }
+func (s Share) OfTotal() float64 { return ratio(s.PluginNs, s.TotalNs) }
 
 func ratio(a, b int64) float64 {
 	if b <= 0 {
@@ -85,24 +90,24 @@ func isPluginFrame(name string) bool {
 	return inPackages(name, pluginPackages) || strings.HasPrefix(name, "cdplace_") || strings.Contains(name, "wasmtime")
 }
 
-// AnalyzeCPUProfile reads a pprof CPU profile (gzipped profile.proto, as runtime/pprof writes it).
-func AnalyzeCPUProfile(path string) (CPUShare, error) {
+// Analyze reads a pprof CPU profile (gzipped profile.proto, as runtime/pprof writes it).
+func Analyze(path string) (Share, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return CPUShare{}, err
+		return Share{}, err
 	}
 	p, err := parseProfile(raw)
 	if err == nil {
-		var s CPUShare
+		var s Share
 		if s, err = p.cpuShare(); err == nil {
 			return s, nil
 		}
 	}
-	return CPUShare{}, fmt.Errorf("%s: %w", path, err)
+	return Share{}, fmt.Errorf("%s: %w", path, err)
 }
 
 // cpuShare classifies the samples of a CPU profile.
-func (p *profile) cpuShare() (CPUShare, error) {
+func (p *profile) cpuShare() (Share, error) {
 	value := -1
 	for i, t := range p.sampleTypes {
 		if t == "cpu" {
@@ -110,9 +115,9 @@ func (p *profile) cpuShare() (CPUShare, error) {
 		}
 	}
 	if value < 0 {
-		return CPUShare{}, fmt.Errorf("not a CPU profile (sample types %v)", p.sampleTypes)
+		return Share{}, fmt.Errorf("not a CPU profile (sample types %v)", p.sampleTypes)
 	}
-	var s CPUShare
+	var s Share
 	for _, smp := range p.samples {
 		if value >= len(smp.values) {
 			continue
