@@ -1,0 +1,219 @@
+// Command cdplace-perf-attribute counts, from a system-wide perf recording, how much of each
+// kube-scheduler process's CPU went to ComputeDomainPlacement, per benchmark run and per pod.
+//
+// Wall-clock throughput pairs on a shared 2-core machine swing more than the plugin costs; the
+// plugin's own CPU samples do not. perf sees every thread and every language (Go, cgo, the Rust
+// library, wasmtime and the guest's compiled code), which Go's pprof does not: a SIGPROF that
+// lands on a thread Go did not start (the epoch ticker) is recorded as runtime._ExternalCode, 9–12%
+// of a cdplace scheduler's pprof samples in bench-throughput, while perf finds that thread idle.
+//
+//	target/e2e/bin/cdplace-bench-throughput -repo . -kinds gpu -sizes 5000 -reps 3 -all-nodes=false -out target/bench/perf &
+//	perf record -a -g -F 299 -o perf.data -- sleep 100   # once the fleet is created
+//	perf script -i perf.data -F pid,tid,comm,time,ip,sym,dso | cdplace-perf-attribute -hz 299 -pods 2001
+//
+// A run is a stretch of seconds in which a kube-scheduler process is busy (at least -busy of its
+// busiest second); its window runs from a second before to three after, so the binds' tail is in.
+// A sample is the plugin's when any frame of its stack is: a Go function of github.com/cdplace,
+// a cdplace_ C or Rust symbol, wasmtime, or code from the JIT's perf map (the guest).
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Sample is one perf sample: the process, its time, its stack (leaf first).
+type Sample struct {
+	Comm   string
+	PID    int
+	Time   float64
+	Frames []string
+}
+
+// Parse reads `perf script -F pid,tid,comm,time,ip,sym,dso` output: a header line per sample
+// ("comm pid/tid time:"), then one indented line per frame, then a blank line.
+func Parse(r io.Reader) ([]Sample, error) {
+	var out []Sample
+	var cur *Sample
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		t := sc.Text()
+		switch {
+		case strings.TrimSpace(t) == "":
+			if cur != nil {
+				out = append(out, *cur)
+				cur = nil
+			}
+		case t[0] == ' ' || t[0] == '\t':
+			if cur == nil {
+				return nil, fmt.Errorf("line %d: a frame before any sample header: %q", line, t)
+			}
+			cur.Frames = append(cur.Frames, strings.TrimSpace(t))
+		default:
+			s, err := header(t)
+			if err != nil {
+				return nil, fmt.Errorf("line %d: %w", line, err)
+			}
+			if cur != nil {
+				out = append(out, *cur)
+			}
+			cur = &s
+		}
+	}
+	if cur != nil {
+		out = append(out, *cur)
+	}
+	return out, sc.Err()
+}
+
+// header parses "comm pid/tid time:"; the command name may hold spaces.
+func header(t string) (Sample, error) {
+	f := strings.Fields(strings.TrimSuffix(strings.TrimSpace(t), ":"))
+	if len(f) < 3 {
+		return Sample{}, fmt.Errorf("not a sample header: %q", t)
+	}
+	ids, ts := f[len(f)-2], f[len(f)-1]
+	pid, _, ok := strings.Cut(ids, "/")
+	if !ok {
+		return Sample{}, fmt.Errorf("no pid/tid in %q", t)
+	}
+	p, err := strconv.Atoi(pid)
+	if err != nil {
+		return Sample{}, fmt.Errorf("pid in %q: %w", t, err)
+	}
+	sec, err := strconv.ParseFloat(strings.TrimSuffix(ts, ":"), 64)
+	if err != nil {
+		return Sample{}, fmt.Errorf("time in %q: %w", t, err)
+	}
+	return Sample{Comm: strings.Join(f[:len(f)-2], " "), PID: p, Time: sec}, nil
+}
+
+// IsPlugin reports whether a frame is ComputeDomainPlacement's.
+func IsPlugin(frame string) bool {
+	return strings.Contains(frame, "github.com/cdplace/") || strings.Contains(frame, "cdplace_") ||
+		strings.Contains(frame, "wasmtime") || strings.Contains(frame, "/tmp/perf-") && strings.HasSuffix(frame, ".map)")
+}
+
+// Run is one busy window of one process.
+type Run struct {
+	PID            int
+	From, To       int // seconds from the recording's first sample
+	Samples        int
+	PluginSamples  int
+	ProcessSeconds float64
+	// Cut: the recording ended before the window did (the run's count is short).
+	Cut bool
+}
+
+// Runs finds each kube-scheduler process's busy windows.
+func Runs(samples []Sample, comm string, hz, busy float64) []Run {
+	if len(samples) == 0 {
+		return nil
+	}
+	t0, end := samples[0].Time, samples[0].Time
+	for _, s := range samples {
+		t0, end = min(t0, s.Time), max(end, s.Time)
+	}
+	byPID := map[int][]Sample{}
+	for _, s := range samples {
+		if s.Comm == comm || strings.HasPrefix(s.Comm, comm) {
+			byPID[s.PID] = append(byPID[s.PID], s)
+		}
+	}
+	// Threads of the process other than comm (the epoch ticker) count for it too.
+	for _, s := range samples {
+		if _, ok := byPID[s.PID]; ok && s.Comm != comm && !strings.HasPrefix(s.Comm, comm) {
+			byPID[s.PID] = append(byPID[s.PID], s)
+		}
+	}
+	var pids []int
+	for p := range byPID {
+		pids = append(pids, p)
+	}
+	sort.Ints(pids)
+	var runs []Run
+	for _, p := range pids {
+		ss := byPID[p]
+		perSec := map[int]int{}
+		most := 0
+		for _, s := range ss {
+			sec := int(s.Time - t0)
+			perSec[sec]++
+			most = max(most, perSec[sec])
+		}
+		var secs []int
+		for sec, n := range perSec {
+			if float64(n) >= busy*float64(most) {
+				secs = append(secs, sec)
+			}
+		}
+		sort.Ints(secs)
+		var windows [][2]int
+		for _, sec := range secs {
+			if n := len(windows); n > 0 && sec-windows[n-1][1] <= 2 {
+				windows[n-1][1] = sec
+			} else {
+				windows = append(windows, [2]int{sec, sec})
+			}
+		}
+		for _, w := range windows {
+			r := Run{PID: p, From: w[0] - 1, To: w[1] + 3, Cut: float64(w[1]+3) > end-t0}
+			for _, s := range ss {
+				if sec := s.Time - t0; sec >= float64(r.From) && sec < float64(r.To) {
+					r.Samples++
+					for _, f := range s.Frames {
+						if IsPlugin(f) {
+							r.PluginSamples++
+							break
+						}
+					}
+				}
+			}
+			r.ProcessSeconds = float64(r.Samples) / hz
+			runs = append(runs, r)
+		}
+	}
+	return runs
+}
+
+func main() {
+	hz := flag.Float64("hz", 299, "perf record's sampling frequency (-F)")
+	pods := flag.Int("pods", 0, "pods scheduled per run (0: no per-pod column)")
+	comm := flag.String("comm", "kube-scheduler", "process name of the schedulers")
+	busy := flag.Float64("busy", 0.5, "a second is busy at this fraction of the process's busiest second")
+	flag.Parse()
+	samples, err := Parse(os.Stdin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	runs := Runs(samples, *comm, *hz, *busy)
+	if len(runs) == 0 {
+		fmt.Fprintf(os.Stderr, "no busy %s process in %d samples\n", *comm, len(samples))
+		os.Exit(1)
+	}
+	fmt.Println("| pid | window s | CPU s | plugin CPU s | plugin % | CPU ms/pod | plugin ms/pod |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	for _, r := range runs {
+		perPod, pluginPerPod := "–", "–"
+		if *pods > 0 {
+			perPod = fmt.Sprintf("%.3f", 1000*r.ProcessSeconds/float64(*pods))
+			pluginPerPod = fmt.Sprintf("%.3f", 1000*float64(r.PluginSamples) / *hz / float64(*pods))
+		}
+		window := fmt.Sprintf("%d–%d", r.From, r.To)
+		if r.Cut {
+			window += " (cut by the recording's end)"
+		}
+		fmt.Printf("| %d | %s | %.2f | %.2f | %.2f | %s | %s |\n", r.PID, window, r.ProcessSeconds,
+			float64(r.PluginSamples) / *hz, 100*float64(r.PluginSamples)/float64(max(1, r.Samples)), perPod, pluginPerPod)
+	}
+}
