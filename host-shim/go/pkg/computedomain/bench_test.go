@@ -135,3 +135,18 @@ func BenchmarkReservePlainGPUPod5000Nodes(b *testing.B) {
 		feedObject(b, e.plugin.feed, boundTo(p, node))
 	}
 }
+
+// BenchmarkFleetStatus5000Nodes: one fleet status (the guest's status over the whole view, and
+// its decoding in Go) at 5,004 trays, what the background refresh pays each time it asks
+// (fleet.go paces it by this cost).
+func BenchmarkFleetStatus5000Nodes(b *testing.B) {
+	e, _, _, _ := fleet(b)
+	if err := e.plugin.feed.flush(); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := e.plugin.cluster.Status(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

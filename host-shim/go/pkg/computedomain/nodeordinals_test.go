@@ -100,7 +100,7 @@ func BenchmarkNodeOrdinals500Lookups(b *testing.B) {
 	for _, cold := range []bool{false, true} {
 		for _, kind := range []string{"go-map", "packed"} {
 			b.Run(fmt.Sprintf("%s/cold=%v", kind, cold), func(b *testing.B) {
-				var sum int32
+				var sum int64
 				start := 0
 				for b.Loop() {
 					if cold {
@@ -112,10 +112,10 @@ func BenchmarkNodeOrdinals500Lookups(b *testing.B) {
 					}
 					for _, n := range nodes[start : start+500] {
 						if kind == "go-map" {
-							sum += m[n]
+							sum += int64(m[n])
 						} else {
 							o, _ := tab.get(n)
-							sum += o
+							sum += int64(o)
 						}
 					}
 					start = (start + 500) % 4500
