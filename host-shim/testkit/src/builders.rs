@@ -16,7 +16,8 @@ pub fn clique(id: u32) -> String {
     format!("{CLUSTER}.{id}")
 }
 
-fn wasm_path(name: &str) -> PathBuf {
+/// The path of a component `make guest` built (`cdplace_guest.wasm`, `cdplace_faulty_guest.wasm`).
+pub fn wasm_path(name: &str) -> PathBuf {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/wasm32-wasip2/guest").join(name);
     assert!(p.exists(), "{} is missing: run `make guest` first", p.display());
     p
