@@ -12,6 +12,11 @@ HOSTLIB := target/release/libcdplace_host.a
 SCHEDULER := target/go/kube-scheduler
 EMBEDDED_GUEST := host-shim/go/internal/cdplace/guest/cdplace_guest.wasm
 LINK_LIBS := -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+# Every Go build or test that links $(HOSTLIB) stamps it with the archive's hash (cdplace.HostLibrary):
+# Go's caches do not look at the archive's content, so a Rust-only change would otherwise leave
+# `go build -o` calling the old binary up to date and `go test` replaying old results. Expanded
+# when a recipe runs, after the archive is built.
+GO_HOSTLIB = -ldflags=-X=github.com/cdplace/cdplace/host-shim/go/internal/cdplace.HostLibrary=$(shell sha256sum $(CURDIR)/$(HOSTLIB) | cut -c1-16)
 
 E2E_BIN := target/e2e/bin
 E2E_BINARIES := $(E2E_BIN)/etcd $(E2E_BIN)/kube-apiserver $(E2E_BIN)/kube-controller-manager $(E2E_BIN)/cdplace-demo
@@ -45,7 +50,7 @@ build: guest
 scheduler: build
 	cp $(GUEST) $(EMBEDDED_GUEST)
 	mkdir -p target/go
-	cd host-shim/go && $(GO) build -o ../../$(SCHEDULER) ./cmd/kube-scheduler
+	cd host-shim/go && $(GO) build $(GO_HOSTLIB) -o ../../$(SCHEDULER) ./cmd/kube-scheduler
 
 ## test: everything CI checks
 test: lint test-rust test-c test-go fuzz-smoke test-e2e bench-smoke bench-e2e-smoke bench-upstream-smoke
@@ -78,14 +83,14 @@ FUZZTIME ?= 1h
 fuzz-smoke: build
 	cp $(GUEST) $(EMBEDDED_GUEST)
 	cd host-shim/go && for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; n=$${rest#*:}; \
-		$(GO) test ./$$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $${n}x -parallel 1 || exit 1; done
+		$(GO) test $(GO_HOSTLIB) ./$$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $${n}x -parallel 1 || exit 1; done
 
 fuzz: build
 	cp $(GUEST) $(EMBEDDED_GUEST)
 	mkdir -p target/fuzz
 	cd host-shim/go && for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; n=$${rest#*:}; \
 		log=../../target/fuzz/$$name.log; \
-		$(GO) test ./$$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -parallel 1 > $$log 2>&1; \
+		$(GO) test $(GO_HOSTLIB) ./$$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -parallel 1 > $$log 2>&1; \
 		rc=$$?; tail -n 3 $$log; \
 		if [ $$rc -ne 0 ] && grep -q 'context deadline exceeded' $$log && ! grep -q 'Failing input written' $$log; then \
 			echo "$$name: the coordinator's deadline race (golang/go#75804), no failing input: counted as a pass"; rc=0; fi; \
@@ -94,8 +99,8 @@ fuzz: build
 ## test-go: the plugin through the real scheduling framework, the shipped configs, the binary;
 ## the adapter again under the race detector
 test-go: scheduler lint-go
-	cd host-shim/go && CDPLACE_SCHEDULER_BIN=$(CURDIR)/$(SCHEDULER) $(GO) test ./...
-	cd host-shim/go && $(GO) test -race -count=1 ./internal/... ./pkg/...
+	cd host-shim/go && CDPLACE_SCHEDULER_BIN=$(CURDIR)/$(SCHEDULER) $(GO) test $(GO_HOSTLIB) ./...
+	cd host-shim/go && $(GO) test $(GO_HOSTLIB) -race -count=1 ./internal/... ./pkg/...
 
 lint: guest
 	$(CARGO) fmt --all -- --check
@@ -241,7 +246,7 @@ bench-smoke: guest
 ## bench-framework: per-pod PreFilter+Filter+Score inside the scheduling framework, 5,000 nodes,
 ## with and without ComputeDomainPlacement
 bench-framework: scheduler
-	cd host-shim/go && $(GO) test ./pkg/computedomain -run '^$$' -bench . -benchtime 200x -count 5
+	cd host-shim/go && $(GO) test $(GO_HOSTLIB) ./pkg/computedomain -run '^$$' -bench . -benchtime 200x -count 5
 
 ## demo: a real control plane with 4 simulated NVL72 racks, the example workloads, a rack map
 demo: scheduler e2e-binaries
@@ -273,7 +278,7 @@ clean:
 .PHONY: bench-upstream bench-upstream-smoke
 bench-upstream: scheduler e2e-binaries
 	mkdir -p target/bench/upstream
-	cd host-shim/go && $(GO) test -c -o ../../target/bench/upstream/schedulerperf.test ./test/schedulerperf
+	cd host-shim/go && $(GO) test $(GO_HOSTLIB) -c -o ../../target/bench/upstream/schedulerperf.test ./test/schedulerperf
 	cd e2e && $(GO) build -o ../$(E2E_BIN)/cdplace-bench-upstream ./cmd/cdplace-bench-upstream
 	$(E2E_BIN)/cdplace-bench-upstream -repo .
 
@@ -281,6 +286,6 @@ bench-upstream: scheduler e2e-binaries
 ## workload, so the benchmark keeps working (not timed, no threshold)
 bench-upstream-smoke: scheduler e2e-binaries
 	mkdir -p target/bench/smoke/upstream
-	cd host-shim/go && $(GO) test -c -o ../../target/bench/smoke/upstream/schedulerperf.test ./test/schedulerperf
+	cd host-shim/go && $(GO) test $(GO_HOSTLIB) -c -o ../../target/bench/smoke/upstream/schedulerperf.test ./test/schedulerperf
 	cd e2e && $(GO) build -o ../$(E2E_BIN)/cdplace-bench-upstream ./cmd/cdplace-bench-upstream
 	$(E2E_BIN)/cdplace-bench-upstream -repo . -smoke -bin target/bench/smoke/upstream/schedulerperf.test -out target/bench/smoke/upstream

@@ -26,6 +26,13 @@ import (
 	"unsafe"
 )
 
+// HostLibrary is the start of the SHA-256 of the libcdplace_host.a this binary links, set by the
+// Makefile (-ldflags -X). go build and go test key their caches on Go inputs and cgo flags, not
+// on the content of an archive the flags name: without it a change to the Rust library alone left
+// `go build -o` calling the old binary up to date, and `go test` replaying results of the old
+// library. Empty in a binary built without the Makefile.
+var HostLibrary string
+
 // GuestWasm is the policy component built by `make guest`, embedded so the scheduler binary is
 // self-contained.
 //
