@@ -144,7 +144,10 @@ func (s *Scheduler) RSSBytes() (int64, error) {
 // time (utime and stime in /proc/<pid>/stat, in USER_HZ ticks of 10 ms on Linux): what a
 // benchmark divides by the pods scheduled to compare profiles by their work, not by a wall
 // clock the other processes on the machine share.
-func (s *Scheduler) CPUTime() (time.Duration, error) { return processCPUTime(s.proc.cmd.Process.Pid) }
+func (s *Scheduler) CPUTime() (time.Duration, error) { return processCPUTime(s.PID()) }
+
+// PID is the scheduler process's id (for a profiler to attach to).
+func (s *Scheduler) PID() int { return s.proc.cmd.Process.Pid }
 
 func processCPUTime(pid int) (time.Duration, error) {
 	path := fmt.Sprintf("/proc/%d/stat", pid)

@@ -127,6 +127,12 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 			profiled <- &share
 		}()
 	}
+	var rec *perfRecording
+	if c.perf {
+		if rec, err = startPerf(sched.PID(), filepath.Join(c.out, fmt.Sprintf("perf-%s-%s-%d-%d.data", short, kind, trays, rep))); err != nil {
+			return Run{}, err
+		}
+	}
 	cpuBefore, err := sched.CPUTime()
 	if err != nil {
 		return Run{}, err
@@ -177,6 +183,12 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 	if err != nil {
 		return Run{}, err
 	}
+	var perfShare cpuprofile.PerfShare
+	if rec != nil {
+		if perfShare, err = rec.stop(); err != nil {
+			return Run{}, err
+		}
+	}
 	after, err := harness.ScrapeHistograms(ctx, sched.MetricsURL(), histogramFamilies...)
 	if err != nil {
 		return Run{}, err
@@ -199,6 +211,9 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 	r.CliquesUsed = cliquesUsed(inf.GetStore().List(), fleet)
 	if share != nil {
 		r.PluginCPU = round(100 * share.OfTotal())
+	}
+	if perfShare.Samples > 0 {
+		r.PerfSamples, r.PerfPluginPercent = perfShare.Samples, round(perfShare.Percent())
 	}
 	var last time.Time
 	for _, t := range boundAt {

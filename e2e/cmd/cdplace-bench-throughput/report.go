@@ -37,9 +37,13 @@ type Run struct {
 	// PluginCPU is the percentage of the scheduler process's CPU samples with a frame of the
 	// plugin (its Go code, the cgo calls and what runs under them) in the run's CPU profile
 	// (-profile: the first repetition at the largest size; cdplace profile only).
-	PluginCPU float64              `json:"pluginPercentOfSchedulerCPU,omitempty"`
-	Extension map[string]Quantiles `json:"extensionPoints"`
-	Plugins   map[string]Quantiles `json:"plugins"`
+	PluginCPU float64 `json:"pluginPercentOfSchedulerCPU,omitempty"`
+	// PerfSamples and PerfPluginPercent: with -perf, the scheduler process's perf samples during
+	// the run and the percentage of them with a frame of the plugin (cpuprofile.IsPluginPerfFrame).
+	PerfSamples       int                  `json:"perfSamples,omitempty"`
+	PerfPluginPercent float64              `json:"perfPluginPercent,omitempty"`
+	Extension         map[string]Quantiles `json:"extensionPoints"`
+	Plugins           map[string]Quantiles `json:"plugins"`
 	// SteeringAsked and SteeringReused count the plain-pod steering answers of the run: the
 	// policy asked, or a cached answer still valid (cdplace_steering_answers_total).
 	SteeringAsked  float64 `json:"steeringAsked"`
@@ -147,7 +151,7 @@ func report(out string, runs []Run) error {
 		fmt.Fprintf(&b, "| %d | %s | %.1f | %.1f | %.2f | %s | %s | %s | %s | %s | %s |\n", s.Trays, s.Kind, s.Cdplace, s.Baseline, s.Ratio,
 			cpuCol, cpuRatio, allCol, allRatio, s.CdplaceBound, s.BaselineBound)
 	}
-	b.WriteString("\n| trays | workload | profile | rep | pods/s | scheduler CPU ms/pod | scheduler RSS MiB | attempt p50/p99 ms | cdplace PreFilter p50/p99 ms | cdplace Filter p50/p99 | cdplace Score p50/p99 | DynamicResources PreFilter p50/p99 | DynamicResources Filter p50/p99 | steering asked / reused | Score ran / left out | cliques used | plugin % of CPU (profiled) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| trays | workload | profile | rep | pods/s | scheduler CPU ms/pod | scheduler RSS MiB | attempt p50/p99 ms | cdplace PreFilter p50/p99 ms | cdplace Filter p50/p99 | cdplace Score p50/p99 | DynamicResources PreFilter p50/p99 | DynamicResources Filter p50/p99 | steering asked / reused | Score ran / left out | cliques used | plugin % of CPU (profiled) | plugin % of perf samples |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	q := func(r Run, k string) string {
 		v, ok := r.Plugins[k]
 		if !ok {
@@ -168,9 +172,13 @@ func report(out string, runs []Run) error {
 		if r.PluginCPU > 0 {
 			pluginCPU = fmt.Sprintf("%.2f", r.PluginCPU)
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.1f | %.2f | %.0f | %.1f / %.1f | %s | %s | %s | %s | %s | %s | %s | %d | %s |\n", r.Trays, r.Kind, r.Profile, r.Rep, r.PodsPerSec,
+		perfCol := "–"
+		if r.PerfSamples > 0 {
+			perfCol = fmt.Sprintf("%.2f (%d samples)", r.PerfPluginPercent, r.PerfSamples)
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.1f | %.2f | %.0f | %.1f / %.1f | %s | %s | %s | %s | %s | %s | %s | %d | %s | %s |\n", r.Trays, r.Kind, r.Profile, r.Rep, r.PodsPerSec,
 			r.CPUmsPerPod, r.RSSMiB, r.AttemptP50, r.AttemptP99, q(r, "ComputeDomainPlacement/PreFilter"), q(r, "ComputeDomainPlacement/Filter"),
-			q(r, "ComputeDomainPlacement/Score"), q(r, "DynamicResources/PreFilter"), q(r, "DynamicResources/Filter"), steering, scoring, r.CliquesUsed, pluginCPU)
+			q(r, "ComputeDomainPlacement/Score"), q(r, "DynamicResources/PreFilter"), q(r, "DynamicResources/Filter"), steering, scoring, r.CliquesUsed, pluginCPU, perfCol)
 	}
 	var groups []string
 	cdSeries := plot.Series{Name: "cdplace (computedomain-scheduler)"}

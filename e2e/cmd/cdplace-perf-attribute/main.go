@@ -13,95 +13,18 @@
 //
 // A run is a stretch of seconds in which a kube-scheduler process is busy (at least -busy of its
 // busiest second); its window runs from a second before to three after, so the binds' tail is in.
-// A sample is the plugin's when any frame of its stack is: a Go function of github.com/cdplace,
-// a cdplace_ C or Rust symbol, wasmtime, or code from the JIT's perf map (the guest).
+// A sample is the plugin's when any frame of its stack is (cpuprofile.IsPluginPerfFrame).
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
+
+	"github.com/cdplace/cdplace/e2e/cpuprofile"
 )
-
-// Sample is one perf sample: the process, its time, its stack (leaf first).
-type Sample struct {
-	Comm   string
-	PID    int
-	Time   float64
-	Frames []string
-}
-
-// Parse reads `perf script -F pid,tid,comm,time,ip,sym,dso` output: a header line per sample
-// ("comm pid/tid time:"), then one indented line per frame, then a blank line.
-func Parse(r io.Reader) ([]Sample, error) {
-	var out []Sample
-	var cur *Sample
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	line := 0
-	for sc.Scan() {
-		line++
-		t := sc.Text()
-		switch {
-		case strings.TrimSpace(t) == "":
-			if cur != nil {
-				out = append(out, *cur)
-				cur = nil
-			}
-		case t[0] == ' ' || t[0] == '\t':
-			if cur == nil {
-				return nil, fmt.Errorf("line %d: a frame before any sample header: %q", line, t)
-			}
-			cur.Frames = append(cur.Frames, strings.TrimSpace(t))
-		default:
-			s, err := header(t)
-			if err != nil {
-				return nil, fmt.Errorf("line %d: %w", line, err)
-			}
-			if cur != nil {
-				out = append(out, *cur)
-			}
-			cur = &s
-		}
-	}
-	if cur != nil {
-		out = append(out, *cur)
-	}
-	return out, sc.Err()
-}
-
-// header parses "comm pid/tid time:"; the command name may hold spaces.
-func header(t string) (Sample, error) {
-	f := strings.Fields(strings.TrimSuffix(strings.TrimSpace(t), ":"))
-	if len(f) < 3 {
-		return Sample{}, fmt.Errorf("not a sample header: %q", t)
-	}
-	ids, ts := f[len(f)-2], f[len(f)-1]
-	pid, _, ok := strings.Cut(ids, "/")
-	if !ok {
-		return Sample{}, fmt.Errorf("no pid/tid in %q", t)
-	}
-	p, err := strconv.Atoi(pid)
-	if err != nil {
-		return Sample{}, fmt.Errorf("pid in %q: %w", t, err)
-	}
-	sec, err := strconv.ParseFloat(strings.TrimSuffix(ts, ":"), 64)
-	if err != nil {
-		return Sample{}, fmt.Errorf("time in %q: %w", t, err)
-	}
-	return Sample{Comm: strings.Join(f[:len(f)-2], " "), PID: p, Time: sec}, nil
-}
-
-// IsPlugin reports whether a frame is ComputeDomainPlacement's.
-func IsPlugin(frame string) bool {
-	return strings.Contains(frame, "github.com/cdplace/") || strings.Contains(frame, "cdplace_") ||
-		strings.Contains(frame, "wasmtime") || strings.Contains(frame, "/tmp/perf-") && strings.HasSuffix(frame, ".map)")
-}
 
 // Run is one busy window of one process.
 type Run struct {
@@ -115,7 +38,7 @@ type Run struct {
 }
 
 // Runs finds each kube-scheduler process's busy windows.
-func Runs(samples []Sample, comm string, hz, busy float64) []Run {
+func Runs(samples []cpuprofile.PerfSample, comm string, hz, busy float64) []Run {
 	if len(samples) == 0 {
 		return nil
 	}
@@ -123,7 +46,7 @@ func Runs(samples []Sample, comm string, hz, busy float64) []Run {
 	for _, s := range samples {
 		t0, end = min(t0, s.Time), max(end, s.Time)
 	}
-	byPID := map[int][]Sample{}
+	byPID := map[int][]cpuprofile.PerfSample{}
 	for _, s := range samples {
 		if s.Comm == comm || strings.HasPrefix(s.Comm, comm) {
 			byPID[s.PID] = append(byPID[s.PID], s)
@@ -167,17 +90,13 @@ func Runs(samples []Sample, comm string, hz, busy float64) []Run {
 		}
 		for _, w := range windows {
 			r := Run{PID: p, From: w[0] - 1, To: w[1] + 3, Cut: float64(w[1]+3) > end-t0}
-			for _, s := range ss {
-				if sec := s.Time - t0; sec >= float64(r.From) && sec < float64(r.To) {
-					r.Samples++
-					for _, f := range s.Frames {
-						if IsPlugin(f) {
-							r.PluginSamples++
-							break
-						}
-					}
+			var share cpuprofile.PerfShare
+			for i := range ss {
+				if sec := ss[i].Time - t0; sec >= float64(r.From) && sec < float64(r.To) {
+					share.Count(&ss[i])
 				}
 			}
+			r.Samples, r.PluginSamples = share.Samples, share.PluginSamples
 			r.ProcessSeconds = float64(r.Samples) / hz
 			runs = append(runs, r)
 		}
@@ -191,7 +110,7 @@ func main() {
 	comm := flag.String("comm", "kube-scheduler", "process name of the schedulers")
 	busy := flag.Float64("busy", 0.5, "a second is busy at this fraction of the process's busiest second")
 	flag.Parse()
-	samples, err := Parse(os.Stdin)
+	samples, err := cpuprofile.ParsePerfScript(os.Stdin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/cdplace/cdplace/e2e/cpuprofile"
 )
 
 // A recording of two schedulers: pid 10 busy in seconds 0–2 (a third of its samples in the
@@ -42,7 +44,7 @@ func TestRunsCountThePluginsSamplesPerBusyWindow(t *testing.T) {
 	for i := 0; i < 200; i++ { // seconds 20–21, all the plugin's
 		sample("kube-scheduler", 10, 1020+float64(i)/100, plugin[0])
 	}
-	samples, err := Parse(strings.NewReader(b.String()))
+	samples, err := cpuprofile.ParsePerfScript(strings.NewReader(b.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,10 +60,10 @@ func TestRunsCountThePluginsSamplesPerBusyWindow(t *testing.T) {
 	if fmt.Sprint(runs) != fmt.Sprint(want) {
 		t.Fatalf("runs\n%+v\nwant\n%+v", runs, want)
 	}
-	if _, err := Parse(strings.NewReader("\t  1234 frame before a header\n")); err == nil {
+	if _, err := cpuprofile.ParsePerfScript(strings.NewReader("\t  1234 frame before a header\n")); err == nil {
 		t.Error("a frame before any header was accepted")
 	}
-	if _, err := Parse(strings.NewReader("kube-scheduler nopid 12.5:\n")); err == nil {
+	if _, err := cpuprofile.ParsePerfScript(strings.NewReader("kube-scheduler nopid 12.5:\n")); err == nil {
 		t.Error("a header without pid/tid was accepted")
 	}
 }
