@@ -73,9 +73,11 @@ type Summary struct {
 	AllNodes      float64 `json:"allNodesPodsPerSecond,omitempty"`
 	RatioAllNodes float64 `json:"ratioToAllNodes,omitempty"`
 	// CPU per pod (medians) and cdplace's over the baseline's: above 1 is work the plugin adds.
-	CdplaceCPU    float64 `json:"cdplaceCPUmsPerPod,omitempty"`
-	BaselineCPU   float64 `json:"baselineCPUmsPerPod,omitempty"`
-	CPURatio      float64 `json:"cpuRatio,omitempty"`
+	CdplaceCPU  float64 `json:"cdplaceCPUmsPerPod,omitempty"`
+	BaselineCPU float64 `json:"baselineCPUmsPerPod,omitempty"`
+	CPURatio    float64 `json:"cpuRatio,omitempty"`
+	// PerfPlugin is the median of the cdplace runs' plugin share of perf samples (-perf), percent.
+	PerfPlugin    float64 `json:"perfPluginPercent,omitempty"`
 	CdplaceBound  string  `json:"cdplaceBound"`
 	BaselineBound string  `json:"baselineBound"`
 }
@@ -111,6 +113,7 @@ func report(out string, runs []Run) error {
 	var keys []key
 	rate := map[key]map[string][]float64{}
 	cpu := map[key]map[string][]float64{}
+	perfPlugin := map[key][]float64{}
 	bound := map[key]map[string]string{}
 	for _, r := range runs {
 		k := key{r.Trays, r.Kind}
@@ -124,11 +127,14 @@ func report(out string, runs []Run) error {
 		if r.CPUmsPerPod > 0 {
 			cpu[k][r.Profile] = append(cpu[k][r.Profile], r.CPUmsPerPod)
 		}
+		if r.PerfSamples > 0 && r.Profile == string(harness.Cdplace) {
+			perfPlugin[k] = append(perfPlugin[k], r.PerfPluginPercent)
+		}
 		bound[k][r.Profile] += fmt.Sprintf("%d/%d ", r.Bound, r.Pods)
 	}
 	var sums []Summary
 	var b strings.Builder
-	b.WriteString("| trays | workload | cdplace pods/s (median) | baseline pods/s (median) | ratio | scheduler CPU ms/pod, cdplace / baseline (medians) | CPU ratio | stock, all nodes pods/s | cdplace / all nodes | cdplace bound | baseline bound |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| trays | workload | cdplace pods/s (median) | baseline pods/s (median) | ratio | scheduler CPU ms/pod, cdplace / baseline (medians) | CPU ratio | plugin % of perf samples (median) | stock, all nodes pods/s | cdplace / all nodes | cdplace bound | baseline bound |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, k := range keys {
 		cd, base := median(rate[k][string(harness.Cdplace)]), median(rate[k][string(harness.Baseline)])
 		s := Summary{Trays: k.trays, Kind: k.kind, Cdplace: round(cd), Baseline: round(base),
@@ -147,9 +153,14 @@ func report(out string, runs []Run) error {
 			s.AllNodes, s.RatioAllNodes = round(all), round(cd/all)
 			allCol, allRatio = fmt.Sprintf("%.1f", all), fmt.Sprintf("%.2f", cd/all)
 		}
+		perfCol := "–"
+		if v := perfPlugin[k]; len(v) > 0 {
+			s.PerfPlugin = round(median(v))
+			perfCol = fmt.Sprintf("%.2f", s.PerfPlugin)
+		}
 		sums = append(sums, s)
-		fmt.Fprintf(&b, "| %d | %s | %.1f | %.1f | %.2f | %s | %s | %s | %s | %s | %s |\n", s.Trays, s.Kind, s.Cdplace, s.Baseline, s.Ratio,
-			cpuCol, cpuRatio, allCol, allRatio, s.CdplaceBound, s.BaselineBound)
+		fmt.Fprintf(&b, "| %d | %s | %.1f | %.1f | %.2f | %s | %s | %s | %s | %s | %s | %s |\n", s.Trays, s.Kind, s.Cdplace, s.Baseline, s.Ratio,
+			cpuCol, cpuRatio, perfCol, allCol, allRatio, s.CdplaceBound, s.BaselineBound)
 	}
 	b.WriteString("\n| trays | workload | profile | rep | pods/s | scheduler CPU ms/pod | scheduler RSS MiB | attempt p50/p99 ms | cdplace PreFilter p50/p99 ms | cdplace Filter p50/p99 | cdplace Score p50/p99 | DynamicResources PreFilter p50/p99 | DynamicResources Filter p50/p99 | steering asked / reused | Score ran / left out | cliques used | plugin % of CPU (profiled) | plugin % of perf samples |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	q := func(r Run, k string) string {
