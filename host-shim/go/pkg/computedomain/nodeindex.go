@@ -16,8 +16,8 @@ import (
 // (8% of kube-scheduler's CPU for plain GPU pods in bench-throughput). cliqueIndex numbers the
 // clique label values and maps each node object to its number; a decision's cliques are looked
 // up once per decision into a slice by that number (nodeTable), so a node costs one
-// pointer-keyed lookup (nodeordinals.go). The node objects are the informer's, which the scheduler's snapshot
-// shares. A node the index does not have (added or updated since its last snapshot) falls back
+// pointer-keyed lookup (nodeordinals.go). The node objects are the informer's, which the
+// scheduler's snapshot shares. A node the index does not have (added or updated since its last snapshot) falls back
 // to the label lookups, so a stale snapshot is slower, never wrong: an object's labels never
 // change, only the object the scheduler holds for a node.
 
