@@ -132,6 +132,7 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 		if rec, err = startPerf(sched.PID(), filepath.Join(c.out, fmt.Sprintf("perf-%s-%s-%d-%d.data", short, kind, trays, rep))); err != nil {
 			return Run{}, err
 		}
+		defer rec.abandon()
 	}
 	cpuBefore, err := sched.CPUTime()
 	if err != nil {

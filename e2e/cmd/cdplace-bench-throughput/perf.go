@@ -45,6 +45,17 @@ func startPerf(pid int, path string) (*perfRecording, error) {
 	}
 }
 
+// abandon ends a recording that stop did not (a run that failed on the way): perf is killed and
+// its file removed. A no-op after stop.
+func (r *perfRecording) abandon() {
+	if r == nil || r.cmd.ProcessState != nil {
+		return
+	}
+	_ = r.cmd.Process.Kill()
+	_ = r.cmd.Wait()
+	_ = os.Remove(r.path)
+}
+
 // stop ends the recording and counts the plugin's samples; the recording is removed.
 func (r *perfRecording) stop() (cpuprofile.PerfShare, error) {
 	defer os.Remove(r.path)
