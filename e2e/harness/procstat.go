@@ -1,0 +1,67 @@
+package harness
+
+// What a benchmark reads of a running scheduler process from /proc: its id, resident memory and
+// CPU time.
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// RSSBytes is the scheduler process's resident set size (VmRSS in /proc/<pid>/status): what a
+// container memory limit is measured against.
+func (s *Scheduler) RSSBytes() (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.PID()))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kib, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("VmRSS %q: %w", rest, err)
+			}
+			return kib << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", s.PID())
+}
+
+// CPUTime is the CPU time the scheduler process has used so far, every thread's user and system
+// time (utime and stime in /proc/<pid>/stat, in USER_HZ ticks of 10 ms on Linux): what a
+// benchmark divides by the pods scheduled to compare profiles by their work, not by a wall
+// clock the other processes on the machine share.
+func (s *Scheduler) CPUTime() (time.Duration, error) { return processCPUTime(s.PID()) }
+
+// PID is the scheduler process's id (for a profiler to attach to).
+func (s *Scheduler) PID() int { return s.PID() }
+
+func processCPUTime(pid int) (time.Duration, error) {
+	path := fmt.Sprintf("/proc/%d/stat", pid)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces: fields count from ")".
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("%s: no command name in %q", path, data)
+	}
+	f := strings.Fields(string(data[i+1:]))
+	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("%s: %d fields after the command name, want at least 13", path, len(f))
+	}
+	var ticks int64
+	for _, v := range f[11:13] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: utime or stime %q: %w", path, v, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
+}
