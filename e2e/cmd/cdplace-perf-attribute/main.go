@@ -46,15 +46,16 @@ func Runs(samples []cpuprofile.PerfSample, comm string, hz, busy float64) []Run 
 	for _, s := range samples {
 		t0, end = min(t0, s.Time), max(end, s.Time)
 	}
-	byPID := map[int][]cpuprofile.PerfSample{}
+	// The processes named comm; their other threads (the epoch ticker) count for them too.
+	ofComm := map[int]bool{}
 	for _, s := range samples {
-		if s.Comm == comm || strings.HasPrefix(s.Comm, comm) {
-			byPID[s.PID] = append(byPID[s.PID], s)
+		if strings.HasPrefix(s.Comm, comm) {
+			ofComm[s.PID] = true
 		}
 	}
-	// Threads of the process other than comm (the epoch ticker) count for it too.
+	byPID := map[int][]cpuprofile.PerfSample{}
 	for _, s := range samples {
-		if _, ok := byPID[s.PID]; ok && s.Comm != comm && !strings.HasPrefix(s.Comm, comm) {
+		if ofComm[s.PID] {
 			byPID[s.PID] = append(byPID[s.PID], s)
 		}
 	}
@@ -132,7 +133,8 @@ func main() {
 		if r.Cut {
 			window += " (cut by the recording's end)"
 		}
+		share := cpuprofile.PerfShare{Samples: r.Samples, PluginSamples: r.PluginSamples}
 		fmt.Printf("| %d | %s | %.2f | %.2f | %.2f | %s | %s |\n", r.PID, window, r.ProcessSeconds,
-			float64(r.PluginSamples) / *hz, 100*float64(r.PluginSamples)/float64(max(1, r.Samples)), perPod, pluginPerPod)
+			float64(r.PluginSamples) / *hz, share.Percent(), perPod, pluginPerPod)
 	}
 }
