@@ -37,7 +37,7 @@ func (s *Scheduler) RSSBytes() (int64, error) {
 func (s *Scheduler) CPUTime() (time.Duration, error) { return processCPUTime(s.PID()) }
 
 // PID is the scheduler process's id (for a profiler to attach to).
-func (s *Scheduler) PID() int { return s.PID() }
+func (s *Scheduler) PID() int { return s.proc.cmd.Process.Pid }
 
 func processCPUTime(pid int) (time.Duration, error) {
 	path := fmt.Sprintf("/proc/%d/stat", pid)
