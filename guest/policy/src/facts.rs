@@ -85,7 +85,8 @@ pub struct PodFact {
     /// How long after it started the pod is gone at the latest: `spec.activeDeadlineSeconds`
     /// plus its termination grace period, in milliseconds (none without a deadline).
     pub runtime_limit_ms: Option<i64>,
-    /// `status.startTime`, Unix milliseconds (0 before the kubelet started it).
+    /// `status.startTime`, Unix milliseconds (0 before the kubelet started it, and always 0
+    /// without `runtime_limit_ms`: the start is read only to know when the pod ends).
     pub started_ms: i64,
 }
 

@@ -138,7 +138,8 @@ pub enum Object {
         /// plus its termination grace period (30 s when unset), in milliseconds, saturating
         /// (none without a deadline).
         runtime_limit_ms: Option<i64>,
-        /// `status.startTime`, Unix milliseconds (0 before the kubelet started it).
+        /// `status.startTime`, Unix milliseconds: 0 before the kubelet started it, and always 0
+        /// without `runtime_limit_ms` (the start is read only to know when the pod ends).
         started_ms: i64,
     },
     Claim {
@@ -425,6 +426,10 @@ fn pod(v: &Value, settings: &Settings) -> Result<Object> {
         ))
     })?;
     let init = spec.init_containers.as_deref().unwrap_or_default().iter().map(request).max().unwrap_or(0);
+    let runtime_limit_ms = spec.active_deadline_seconds.map(|d| {
+        let grace = spec.termination_grace_period_seconds.unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS);
+        d.saturating_add(grace).saturating_mul(1000)
+    });
     Ok(Object::Pod {
         namespace,
         name,
@@ -440,11 +445,13 @@ fn pod(v: &Value, settings: &Settings) -> Result<Object> {
         owner: None,
         created_ms: p.metadata.creation_timestamp.map_or(0, |t| t.0.as_millisecond()),
         priority: spec.priority.unwrap_or(0),
-        runtime_limit_ms: spec.active_deadline_seconds.map(|d| {
-            let grace = spec.termination_grace_period_seconds.unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS);
-            d.saturating_add(grace).saturating_mul(1000)
-        }),
-        started_ms: status.start_time.map_or(0, |t| t.0.as_millisecond()),
+        runtime_limit_ms,
+        // Read only with a deadline, as the scheduler's extraction does: the start of a pod
+        // without one changes no fact.
+        started_ms: match (runtime_limit_ms, status.start_time) {
+            (Some(_), Some(t)) => t.0.as_millisecond(),
+            _ => 0,
+        },
     })
 }
 

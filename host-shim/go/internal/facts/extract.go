@@ -71,8 +71,10 @@ func PodOf(p *v1.Pod, k Keys) (Pod, error) {
 		f.Priority = *p.Spec.Priority
 	}
 	f.RuntimeLimitMs = runtimeLimitMs(p.Spec.ActiveDeadlineSeconds, p.Spec.TerminationGracePeriodSeconds)
-	if t := p.Status.StartTime; !t.IsZero() {
-		// Whole seconds, as for creationTimestamp.
+	if t := p.Status.StartTime; !t.IsZero() && f.RuntimeLimitMs != nil {
+		// Whole seconds, as for creationTimestamp. Read only with a deadline (the policy asks
+		// when a pod is gone at the latest, and a pod without one never is): the kubelet's start
+		// of any other pod changes no fact, so it never crosses into the policy.
 		f.StartedMs = t.Unix() * 1000
 	}
 	return f, nil

@@ -151,7 +151,8 @@ func TestErrorsNameTheField(t *testing.T) {
 }
 
 // The runtime limit is the active deadline plus the termination grace period (30 s when unset)
-// in milliseconds, saturating; none without a deadline. The start time is status.startTime.
+// in milliseconds, saturating; none without a deadline. The start time is status.startTime, read
+// only with a deadline.
 func TestPodRuntimeLimitAndStartTime(t *testing.T) {
 	started := metav1.Date(2026, 7, 1, 10, 0, 9, 0, time.UTC)
 	cases := []struct {
@@ -164,7 +165,9 @@ func TestPodRuntimeLimitAndStartTime(t *testing.T) {
 		{"deadline and grace period", some(int64(600)), some(int64(30)), nil, some(int64(630_000)), 0},
 		{"deadline, no grace period: 30 s", some(int64(600)), nil, nil, some(int64(630_000)), 0},
 		{"deadline, grace period 0", some(int64(600)), some(int64(0)), nil, some(int64(600_000)), 0},
-		{"no deadline", nil, some(int64(30)), &started, nil, 1_782_900_009_000},
+		// Without a deadline the start time is not a fact: the kubelet's start of the pod must
+		// change nothing the policy reads.
+		{"no deadline", nil, some(int64(30)), &started, nil, 0},
 		{"started", some(int64(1)), nil, &started, some(int64(31_000)), 1_782_900_009_000},
 		{"the sum saturates", some(int64(math.MaxInt64)), some(int64(1)), nil, some(int64(math.MaxInt64)), 0},
 		{"the milliseconds saturate", some(int64(math.MaxInt64 / 1000)), some(int64(1)), nil, some(int64(math.MaxInt64)), 0},

@@ -46,7 +46,8 @@ type Pod struct {
 	// spec.activeDeadlineSeconds plus its termination grace period, in milliseconds (nil
 	// without a deadline).
 	RuntimeLimitMs *int64 `json:"runtimeLimitMs"`
-	// StartedMs is status.startTime, Unix milliseconds (0 before the kubelet started it).
+	// StartedMs is status.startTime, Unix milliseconds: 0 before the kubelet started it, and
+	// always 0 without RuntimeLimitMs (the start is read only to know when the pod ends).
 	StartedMs int64 `json:"startedMs"`
 }
 

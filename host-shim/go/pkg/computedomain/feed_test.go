@@ -46,15 +46,17 @@ func touched[T interface{ GetResourceVersion() string }](obj T, change func(T)) 
 // An update that changes no fact the policy uses queues no record, and so crosses zero times;
 // one that does queues exactly its record and crosses once, at the next flush.
 func TestOnlyFactChangesCross(t *testing.T) {
-	nodes := append(rack("a", 1, 2), makeNode("cpu-0", 0, 4))
+	nodes := append(rack("a", 1, 3), makeNode("cpu-0", 0, 4))
 	cd := boundTo(cdPod("cd", "p0"), "a-00")
+	timed := boundTo(makePod("timed", "", 4), "a-02")
+	timed.Spec.ActiveDeadlineSeconds = ptr.To[int64](3600)
 	plainOffClique := boundTo(makePod("batch", "", 4), "cpu-0")
 	draOffClique := withClaim(boundTo(makePod("dra", "", 0), "cpu-0"), "dra-gpus")
 	web := boundTo(makePod("web", "", 0), "a-01")
 	web.Spec.Containers[0].Resources = v1.ResourceRequirements{}
 	pendingDRA := withClaim(makePod("dra-pending", "", 0), "dra-gpus-2")
 	e := newEnv(t, "", nodes, []*unstructured.Unstructured{computeDomain("cd", "uid-cd", 2)},
-		channelTemplate("cd", "uid-cd"), cd, plainOffClique, draOffClique, web, pendingDRA,
+		channelTemplate("cd", "uid-cd"), cd, timed, plainOffClique, draOffClique, web, pendingDRA,
 		gpuClaim("dra-gpus"), gpuClaim("dra-gpus-2"),
 		gpuSlice("a-00-gpu", "gpu.nvidia.com", "a-00", 4), gpuSlice("a-00-nic", "nic.example.com", "a-00", 2))
 	f := e.plugin.feed
@@ -79,19 +81,22 @@ func TestOnlyFactChangesCross(t *testing.T) {
 		p.Status.Conditions = append(p.Status.Conditions, v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: metav1.Now()})
 		p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
 	}
-	started := touched(cd.DeepCopy(), func(p *v1.Pod) {
+	start := func(p *v1.Pod) {
 		p.ResourceVersion = "8"
+		p.Status.Phase = v1.PodRunning
 		p.Status.StartTime = ptr.To(metav1.NewTime(time.Unix(1_782_900_009, 0)))
-	})
+	}
+	started := touched(cd.DeepCopy(), start)
 	cases := []struct {
 		name   string
 		update any
 		want   uint64 // records queued
 	}{
 		{"ComputeDomain pod: a status condition", touched(cd.DeepCopy(), condition), 0},
-		// The kubelet starting the pod sets status.startTime, a policy fact; its heartbeats after
-		// that change none.
-		{"ComputeDomain pod: started", started, 1},
+		// The kubelet starting a pod sets its phase and status.startTime; the start time is a
+		// policy fact only for a pod with a deadline (when it ends at the latest).
+		{"ComputeDomain pod without a deadline: started", started, 0},
+		{"GPU pod with a deadline on a tray: started", touched(timed.DeepCopy(), start), 1},
 		{"started ComputeDomain pod: a status condition", touched(started.DeepCopy(), func(p *v1.Pod) {
 			condition(p)
 			p.ResourceVersion = "9"
@@ -339,3 +344,4 @@ func TestADryRunPodLeavesTheViewAtItsNextUpdate(t *testing.T) {
 		t.Fatal("its next update, though it changes no fact, re-evaluates it: still pending, it leaves")
 	}
 }
+
