@@ -70,6 +70,11 @@ func (f *feed) upsertPod(p *v1.Pod) {
 		// A new pod under the name: nothing of the old one's entry (pinned, assumed) carries over.
 		f.untrackLocked(key)
 	}
+	if uses && f.pods[key] == nil && unfiled(p) {
+		// Its version is kept (above), nothing else: see unfiled.
+		f.mu.Unlock()
+		return
+	}
 	f.mu.Unlock()
 	if !uses || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
 		// Holds no GPU (or nothing any more): never in the view.
@@ -96,6 +101,17 @@ func (f *feed) upsertPod(p *v1.Pod) {
 	}
 	f.mu.Unlock()
 	f.flushIfFull()
+}
+
+// unfiled reports whether a pod that uses GPUs needs no entry yet: it is not placed (no
+// nodeName, no nominated node), names no claim and no PodGroup. Such a pod holds no tray, cannot
+// be a ComputeDomain pod, and no node label, claim, template or PodGroup change can make it
+// relevant, so the feed files it only once it is placed: by its bound update, or by Reserve
+// and preemption's dry runs, which take the scheduler's copy (placeable). Most GPU pods are
+// added this way, and their add event costs one version check.
+func unfiled(p *v1.Pod) bool {
+	return p.Spec.NodeName == "" && p.Status.NominatedNodeName == "" && len(p.Spec.ResourceClaims) == 0 &&
+		p.Spec.SchedulingGroup == nil
 }
 
 func (f *feed) deletePod(namespace, name string, uid types.UID) {

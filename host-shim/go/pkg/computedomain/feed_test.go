@@ -345,3 +345,65 @@ func TestADryRunPodLeavesTheViewAtItsNextUpdate(t *testing.T) {
 	}
 }
 
+// A pending GPU pod without claims or a PodGroup is not filed until it is placed (its add event
+// costs a version check and nothing else), yet every way it can come to matter still reaches
+// the view: its bind, a nominated node, Reserve's copy; and the version it was added at still
+// refuses an older copy of it. Pods with a claim or a PodGroup are filed at once.
+func TestPendingGPUPodsWithoutClaimsAreFiledOncePlaced(t *testing.T) {
+	e := newEnv(t, "", rack("a", 1, 3), nil, gpuClaim("dra-gpus"))
+	f := e.plugin.feed
+	placedOn := func(f *feed, name string) string {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if e := f.pods[nsName{ns, name}]; e != nil {
+			return e.placedOn()
+		}
+		return ""
+	}
+	filed := func(name string) bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.pods[nsName{ns, name}] != nil
+	}
+
+	pending := versioned(makePod("plain", "", 4), "uid-plain", "10")
+	e.apply(pending)
+	if filed("plain") || f.podInView(ns, "plain") {
+		t.Fatal("a pending GPU pod without claims must not be filed")
+	}
+	e.apply(versioned(boundTo(makePod("plain", "", 4), "a-00"), "uid-plain", "11"))
+	if !f.podInView(ns, "plain") || f.podNode(ns, "plain") != "a-00" {
+		t.Fatal("the bound pod must be in the view on a-00")
+	}
+
+	nominated := versioned(makePod("nominee", "", 4), "uid-nominee", "10")
+	nominated.Status.NominatedNodeName = "a-01"
+	e.apply(nominated)
+	if !f.podInView(ns, "nominee") {
+		t.Fatal("a pod nominated to a tray must be in the view")
+	}
+
+	reserved := versioned(makePod("reserved", "", 4), "uid-reserved", "10")
+	e.apply(reserved)
+	if counts, err := f.placeable(reserved, "a-02", true); !counts || err != nil {
+		t.Fatalf("Reserve's copy of an unfiled pod: counts %v, err %v", counts, err)
+	}
+	if !f.podInView(ns, "reserved") || placedOn(f, "reserved") != "a-02" {
+		t.Fatal("the reserved pod must be in the view, assumed on a-02")
+	}
+
+	// The version of the unfiled add is kept: an older copy of it is refused.
+	late := versioned(makePod("late", "", 4), "uid-late", "20")
+	e.apply(late)
+	if counts, err := f.placeable(versioned(makePod("late", "", 4), "uid-late", "19"), "a-02", true); counts || err == nil {
+		t.Fatalf("an older copy than the informer's: counts %v, err %v", counts, err)
+	}
+
+	withGroup := versioned(makePod("grouped", "", 4), "uid-grouped", "10")
+	withGroup.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("trainers")}
+	e.apply(withGroup)
+	e.apply(versioned(withClaim(makePod("claimer", "", 0), "dra-gpus"), "uid-claimer", "10"))
+	if !filed("grouped") || !filed("claimer") {
+		t.Fatalf("pods with a PodGroup (%v) or a claim (%v) must be filed while pending", filed("grouped"), filed("claimer"))
+	}
+}
