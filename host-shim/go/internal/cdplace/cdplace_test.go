@@ -1,6 +1,7 @@
 package cdplace
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -386,5 +387,41 @@ func TestSlotsAnswerAsNode(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A batch emptied by Reset encodes its next records exactly as a new batch does, in the buffer
+// it had: the feed reuses the buffer of the batch it applied last (an empty batch's header
+// counts no record), and refilling it allocates nothing.
+func TestAResetBatchIsANewBatchInTheSameBuffer(t *testing.T) {
+	records := [][]byte{
+		AppendNode(nil, &facts.Node{Name: "a-0", CliqueLabel: some("u.1"), GPUs: 4}),
+		AppendNode(nil, &facts.Node{Name: "a-1", CliqueLabel: some("u.1"), GPUs: 4}),
+		AppendRemove(nil, KindNode, "", "a-2"),
+	}
+	var fresh, reused Batch
+	for _, r := range records {
+		fresh.Add(r)
+	}
+	reused.Add(AppendNode(nil, &facts.Node{Name: "an-older-node-with-a-longer-name", GPUs: 8}))
+	reused.Reset()
+	if reused.Len() != 0 || !bytes.Equal(reused.Bytes(), []byte("CDF3\x00\x00\x00\x00")) {
+		t.Fatalf("an emptied batch: %d records, %q", reused.Len(), reused.Bytes())
+	}
+	buffer := reused.Cap()
+	if allocs := testing.AllocsPerRun(1, func() {
+		reused.Reset()
+		for _, r := range records {
+			reused.Add(r)
+		}
+	}); allocs != 0 || reused.Cap() != buffer {
+		t.Fatalf("refilling an emptied batch: %v allocations, capacity %d (was %d)", allocs, reused.Cap(), buffer)
+	}
+	if !bytes.Equal(reused.Bytes(), fresh.Bytes()) || reused.Len() != fresh.Len() {
+		t.Fatalf("a refilled batch differs from a new one:\n%q\n%q", reused.Bytes(), fresh.Bytes())
+	}
+	c := newTestCluster(t, "")
+	if err := c.ApplyFacts(reused.Bytes()); err != nil {
+		t.Fatalf("the library refused the refilled batch: %v", err)
 	}
 }

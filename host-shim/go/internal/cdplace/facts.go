@@ -37,6 +37,17 @@ func (b *Batch) Add(record []byte) {
 	b.n++
 }
 
+// Reset empties the batch and keeps its buffer for the next records.
+func (b *Batch) Reset() {
+	if b.buf != nil {
+		b.buf = b.buf[:8]
+	}
+	b.n = 0
+}
+
+// Cap is the capacity of the batch's buffer in bytes.
+func (b *Batch) Cap() int { return cap(b.buf) }
+
 // Len is the number of records.
 func (b *Batch) Len() int { return b.n }
 

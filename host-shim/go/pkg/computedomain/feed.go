@@ -21,6 +21,9 @@ const (
 	flushBytes   = 1 << 20
 )
 
+// spareBytes is the largest batch buffer kept for reuse after it was applied.
+const spareBytes = 64 << 10
+
 // objKey names an object of the view.
 type objKey struct {
 	kind            cdplace.Kind
@@ -68,8 +71,10 @@ type feed struct {
 	tombs    *tombstones
 	now      func() time.Time
 	pending  cdplace.Batch
-	scratch  []byte
-	rbuf     []resolved
+	// spare is the buffer of the last batch applied, emptied, for the next one (under flushMu).
+	spare   cdplace.Batch
+	scratch []byte
+	rbuf    []resolved
 	// seq changes whenever the view will change: every queued record, Assume and Forget.
 	seq uint64
 	// steerSeq is seq but for the changes that leave the last steering answers valid: a pod
@@ -422,14 +427,22 @@ func (f *feed) flush() error {
 		return nil
 	}
 	batch := f.pending
-	f.pending = cdplace.Batch{}
+	f.pending, f.spare = f.spare, cdplace.Batch{}
 	f.mu.Unlock()
+	records := batch.Len()
 	start := time.Now()
 	err := f.cluster.ApplyFacts(batch.Bytes())
 	observeCall(callApply, start, err)
+	if batch.Cap() <= spareBytes {
+		// The library keeps nothing of the bytes it was given: the buffer serves the next
+		// batch, so a flush before every cycle allocates none (a large one, such as the
+		// initial sync's, is left to the collector).
+		batch.Reset()
+		f.spare = batch
+	}
 	if err != nil {
 		// A malformed batch is a host bug: nothing of it was applied.
-		f.logger.Error(err, "ComputeDomainPlacement: the policy's view rejected a batch of facts", "records", batch.Len())
+		f.logger.Error(err, "ComputeDomainPlacement: the policy's view rejected a batch of facts", "records", records)
 		return err
 	}
 	return nil
