@@ -110,12 +110,17 @@ func (f *feed) admitLocked(k objKey, meta metav1.Object, keep bool) error {
 	if uid == "" {
 		return nil
 	}
-	if f.tombs.has(uid, f.now()) {
+	v, held := f.versions[k]
+	// A UID the view holds for k was admitted after its last tombstone check, and a delete
+	// forgets it (buryLocked) as it buries it: so only another UID (a new object under the
+	// name, or a stale copy of a deleted one) can be buried, and the check is made for those
+	// alone. Updates of a held object, most events, skip it.
+	if (!held || v.uid != uid) && f.tombs.has(uid, f.now()) {
 		f.logger.V(4).Info("ComputeDomainPlacement: dropped an upsert of a deleted object", "kind", k.kind.String(), "object", klog.KRef(k.namespace, k.name), "uid", uid)
 		return &facts.Error{Object: k.describe(), Field: "metadata.uid",
 			Reason: "the object was deleted (uid " + string(uid) + "); this copy of it is stale"}
 	}
-	if v, ok := f.versions[k]; ok && v.uid == uid && olderVersion(rv, v.rv) {
+	if held && v.uid == uid && olderVersion(rv, v.rv) {
 		f.logger.V(4).Info("ComputeDomainPlacement: dropped an older version of an object", "kind", k.kind.String(), "object", klog.KRef(k.namespace, k.name), "resourceVersion", rv, "held", v.rv)
 		return &facts.Error{Object: k.describe(), Field: "metadata.resourceVersion",
 			Reason: "resourceVersion " + rv + " is older than the view's " + v.rv + "; this copy of it is stale"}

@@ -120,3 +120,33 @@ func (f *feed) podNode(namespace, name string) string {
 	}
 	return ""
 }
+
+// The tombstones are looked up only for a UID the view does not hold under the name (an object
+// added, or a stale copy of a deleted one): an update of a held object, most of the informers'
+// events, skips the lookup. A buried UID is still refused after it.
+func TestOnlyAnUnheldUIDIsCheckedAgainstTheTombstones(t *testing.T) {
+	e := newEnv(t, "", rack("a", 1, 2), nil)
+	f := e.plugin.feed
+	lookups := 0
+	f.mu.Lock()
+	f.now = func() time.Time { lookups++; return time.Now() }
+	f.mu.Unlock()
+	e.apply(versioned(boundTo(makePod("gpu", "", 4), "a-00"), "uid-gpu", "5"))
+	if lookups != 1 {
+		t.Fatalf("a new UID: %d tombstone lookups, want 1", lookups)
+	}
+	running := versioned(boundTo(makePod("gpu", "", 4), "a-00"), "uid-gpu", "6")
+	running.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}
+	e.apply(running)
+	if lookups != 1 {
+		t.Fatalf("an update of a held UID: %d tombstone lookups, want still 1", lookups)
+	}
+	f.deletePod(ns, "gpu", "uid-gpu") // buries it (one more read of the clock)
+	e.apply(versioned(boundTo(makePod("gpu", "", 4), "a-01"), "uid-gpu", "7"))
+	if f.podInView(ns, "gpu") {
+		t.Fatal("a deleted UID came back")
+	}
+	if lookups != 3 {
+		t.Fatalf("the burial and the check of the deleted UID: %d clock reads, want 3", lookups)
+	}
+}
