@@ -168,14 +168,20 @@ func run(c config) (err error) {
 						cancel()
 						return err
 					}
-					fmt.Printf("  %5d trays  %-13s %-23s rep %d: %4d/%4d pods bound in %6.1fs = %6.1f pods/s (attempt p50 %.1f ms, p99 %.1f ms)\n",
-						n, kind, p, rep, r.Bound, r.Pods, r.Seconds, r.PodsPerSec, r.AttemptP50, r.AttemptP99)
+					refused := ""
+					if r.PrepareRefusals > 0 {
+						refused = fmt.Sprintf(", %d Prepare refusals", r.PrepareRefusals)
+					}
+					fmt.Printf("  %5d trays  %-13s %-23s rep %d: %4d/%4d pods bound in %6.1fs = %6.1f pods/s (attempt p50 %.1f ms, p99 %.1f ms%s)\n",
+						n, kind, p, rep, r.Bound, r.Pods, r.Seconds, r.PodsPerSec, r.AttemptP50, r.AttemptP99, refused)
 					runs = append(runs, r)
 				}
 			}
 		}
 		if refusals := prep.Refusals(); len(refusals) > 0 {
-			fmt.Printf("  note: %d Prepare refusals on this fleet (first: %s)\n", len(refusals), refusals[0].Message)
+			f := refusals[0]
+			fmt.Printf("  note: %d Prepare refusals on this fleet (first: pod %s/%s on %s at %s: %s)\n", len(refusals),
+				f.Namespace, f.Pod, f.Node, f.At.Format("15:04:05.000"), f.Message)
 		}
 		cancel()
 		if err := harness.DeleteFleet(ctx, env.CP.Client, fleet); err != nil {

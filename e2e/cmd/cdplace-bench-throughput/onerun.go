@@ -208,7 +208,12 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 	}
 	stopWatch()
 	mu.Lock()
-	r := Run{Trays: trays, Kind: kind, Profile: string(p), Rep: rep, Pods: len(pods), Bound: len(boundAt), RSSMiB: round(float64(rss) / (1 << 20))}
+	r := Run{Trays: trays, Kind: kind, Profile: string(p), Rep: rep, Namespace: ns, Pods: len(pods), Bound: len(boundAt), RSSMiB: round(float64(rss) / (1 << 20))}
+	for _, f := range prep.Refusals() {
+		if f.Namespace == ns {
+			r.PrepareRefusals++
+		}
+	}
 	r.CliquesUsed = cliquesUsed(inf.GetStore().List(), fleet)
 	if share != nil {
 		r.PluginCPU = round(100 * share.OfTotal())

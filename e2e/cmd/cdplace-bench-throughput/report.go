@@ -21,7 +21,11 @@ type Run struct {
 	Kind       string  `json:"kind"`
 	Profile    string  `json:"profile"`
 	Rep        int     `json:"rep"`
+	Namespace  string  `json:"namespace"`
 	Pods       int     `json:"pods"`
+	// PrepareRefusals counts the emulated kubelet's refusals of the run's pods (Prepare errors a
+	// real driver would give: a node labelled for another domain, channel 0 taken).
+	PrepareRefusals int `json:"prepareRefusals"`
 	Bound      int     `json:"bound"`
 	Seconds    float64 `json:"seconds"`
 	PodsPerSec float64 `json:"podsPerSecond"`
@@ -162,7 +166,7 @@ func report(out string, runs []Run) error {
 		fmt.Fprintf(&b, "| %d | %s | %.1f | %.1f | %.2f | %s | %s | %s | %s | %s | %s | %s |\n", s.Trays, s.Kind, s.Cdplace, s.Baseline, s.Ratio,
 			cpuCol, cpuRatio, perfCol, allCol, allRatio, s.CdplaceBound, s.BaselineBound)
 	}
-	b.WriteString("\n| trays | workload | profile | rep | pods/s | scheduler CPU ms/pod | scheduler RSS MiB | attempt p50/p99 ms | cdplace PreFilter p50/p99 ms | cdplace Filter p50/p99 | cdplace Score p50/p99 | DynamicResources PreFilter p50/p99 | DynamicResources Filter p50/p99 | steering asked / reused | Score ran / left out | cliques used | plugin % of CPU (profiled) | plugin % of perf samples |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| trays | workload | profile | rep | pods/s | scheduler CPU ms/pod | scheduler RSS MiB | attempt p50/p99 ms | cdplace PreFilter p50/p99 ms | cdplace Filter p50/p99 | cdplace Score p50/p99 | DynamicResources PreFilter p50/p99 | DynamicResources Filter p50/p99 | steering asked / reused | Score ran / left out | cliques used | Prepare refusals | plugin % of CPU (profiled) | plugin % of perf samples |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	q := func(r Run, k string) string {
 		v, ok := r.Plugins[k]
 		if !ok {
@@ -187,9 +191,9 @@ func report(out string, runs []Run) error {
 		if r.PerfSamples > 0 {
 			perfCol = fmt.Sprintf("%.2f (%d samples)", r.PerfPluginPercent, r.PerfSamples)
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.1f | %.2f | %.0f | %.1f / %.1f | %s | %s | %s | %s | %s | %s | %s | %d | %s | %s |\n", r.Trays, r.Kind, r.Profile, r.Rep, r.PodsPerSec,
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.1f | %.2f | %.0f | %.1f / %.1f | %s | %s | %s | %s | %s | %s | %s | %d | %d | %s | %s |\n", r.Trays, r.Kind, r.Profile, r.Rep, r.PodsPerSec,
 			r.CPUmsPerPod, r.RSSMiB, r.AttemptP50, r.AttemptP99, q(r, "ComputeDomainPlacement/PreFilter"), q(r, "ComputeDomainPlacement/Filter"),
-			q(r, "ComputeDomainPlacement/Score"), q(r, "DynamicResources/PreFilter"), q(r, "DynamicResources/Filter"), steering, scoring, r.CliquesUsed, pluginCPU, perfCol)
+			q(r, "ComputeDomainPlacement/Score"), q(r, "DynamicResources/PreFilter"), q(r, "DynamicResources/Filter"), steering, scoring, r.CliquesUsed, r.PrepareRefusals, pluginCPU, perfCol)
 	}
 	var groups []string
 	cdSeries := plot.Series{Name: "cdplace (computedomain-scheduler)"}
