@@ -35,12 +35,21 @@ fn the_runtimes_threads_block_sigprof_and_the_caller_keeps_its_mask() {
     let existing = threads();
     let rt = Runtime::from_file(&wasm_path("cdplace_faulty_guest.wasm")).expect("load");
     assert_eq!(blocked(&this_thread()), before, "the caller's mask changed");
-    let mut started = Vec::new();
-    for task in threads().into_iter().filter(|t| !existing.contains(t)) {
-        let comm = std::fs::read_to_string(format!("/proc/self/task/{task}/comm")).unwrap_or_default();
-        assert_ne!(blocked(&task) & SIGPROF_BIT, 0, "thread {task} ({}) takes SIGPROF", comm.trim());
-        started.push(comm.trim().to_string());
-    }
+    // A new thread names itself once it runs, so its name may still be the creator's for a
+    // moment: the threads are read again until the ticker has its name (or 10 s have passed).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let started = loop {
+        let mut started = Vec::new();
+        for task in threads().into_iter().filter(|t| !existing.contains(t)) {
+            let comm = std::fs::read_to_string(format!("/proc/self/task/{task}/comm")).unwrap_or_default();
+            assert_ne!(blocked(&task) & SIGPROF_BIT, 0, "thread {task} ({}) takes SIGPROF", comm.trim());
+            started.push(comm.trim().to_string());
+        }
+        if started.iter().any(|c| c == "cdplace-epoch") || std::time::Instant::now() > deadline {
+            break started;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
     assert!(started.iter().any(|c| c == "cdplace-epoch"), "no epoch ticker among the threads started: {started:?}");
     drop(rt);
 }
