@@ -17,20 +17,20 @@ import (
 
 // Run is one workload through one scheduler.
 type Run struct {
-	Trays      int     `json:"trays"`
-	Kind       string  `json:"kind"`
-	Profile    string  `json:"profile"`
-	Rep        int     `json:"rep"`
-	Namespace  string  `json:"namespace"`
-	Pods       int     `json:"pods"`
+	Trays     int    `json:"trays"`
+	Kind      string `json:"kind"`
+	Profile   string `json:"profile"`
+	Rep       int    `json:"rep"`
+	Namespace string `json:"namespace"`
+	Pods      int    `json:"pods"`
 	// PrepareRefusals counts the emulated kubelet's refusals of the run's pods (Prepare errors a
 	// real driver would give: a node labelled for another domain, channel 0 taken).
-	PrepareRefusals int `json:"prepareRefusals"`
-	Bound      int     `json:"bound"`
-	Seconds    float64 `json:"seconds"`
-	PodsPerSec float64 `json:"podsPerSecond"`
-	AttemptP50 float64 `json:"attemptP50ms"`
-	AttemptP99 float64 `json:"attemptP99ms"`
+	PrepareRefusals int     `json:"prepareRefusals"`
+	Bound           int     `json:"bound"`
+	Seconds         float64 `json:"seconds"`
+	PodsPerSec      float64 `json:"podsPerSecond"`
+	AttemptP50      float64 `json:"attemptP50ms"`
+	AttemptP99      float64 `json:"attemptP99ms"`
 	// RSSMiB is the scheduler process's resident set size right after the run (the fleet and
 	// the run's pods in its caches; cdplace's view, guest instances and owner informers too).
 	RSSMiB float64 `json:"schedulerRSSMiB"`
