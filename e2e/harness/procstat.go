@@ -4,6 +4,7 @@ package harness
 // CPU time.
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -64,4 +65,56 @@ func processCPUTime(pid int) (time.Duration, error) {
 		ticks += n
 	}
 	return time.Duration(ticks) * 10 * time.Millisecond, nil
+}
+
+// PIDs are the ids of the control plane's processes and of the schedulers started on it that
+// still run.
+func (cp *ControlPlane) PIDs() []int {
+	var pids []int
+	for _, p := range cp.procs {
+		if p.cmd != nil && p.cmd.Process != nil {
+			pids = append(pids, p.cmd.Process.Pid)
+		}
+	}
+	for _, s := range cp.schedulers {
+		if s.proc != nil && s.proc.cmd != nil && s.proc.cmd.Process != nil {
+			pids = append(pids, s.PID())
+		}
+	}
+	return pids
+}
+
+// Settle waits until the processes together used at most busy of one core over an interval
+// (the CPU time read from /proc at its start and end), or until timeout; it returns how long it
+// waited and whether they settled. A benchmark calls it between runs, so that a run does not
+// start while another process still digests the last one (a scheduler its pod deletions, the
+// API server its watch events) and pay for it on the shared cores. A process that is gone
+// counts as idle.
+func Settle(ctx context.Context, pids []int, interval time.Duration, busy float64, timeout time.Duration) (time.Duration, bool) {
+	start := time.Now()
+	total := func() time.Duration {
+		var sum time.Duration
+		for _, pid := range pids {
+			if t, err := processCPUTime(pid); err == nil {
+				sum += t
+			}
+		}
+		return sum
+	}
+	last := total()
+	for {
+		select {
+		case <-ctx.Done():
+			return time.Since(start), false
+		case <-time.After(interval):
+		}
+		now := total()
+		if float64(now-last) <= busy*float64(interval) {
+			return time.Since(start), true
+		}
+		if time.Since(start) >= timeout {
+			return time.Since(start), false
+		}
+		last = now
+	}
 }

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"os"
 	"testing"
 	"time"
@@ -56,5 +57,29 @@ func TestProcessCPUTime(t *testing.T) {
 	}
 	if _, err := processCPUTime(1 << 30); err == nil {
 		t.Error("no error for a process that does not exist")
+	}
+}
+
+// Settle waits while a process is busy and gives up at its timeout; processes that are idle or
+// gone settle after one interval.
+func TestSettleWaitsWhileAProcessIsBusy(t *testing.T) {
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for x := 0; ; x++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+	}()
+	waited, settled := Settle(context.Background(), []int{os.Getpid()}, 100*time.Millisecond, 0.05, 600*time.Millisecond)
+	if settled || waited < 600*time.Millisecond {
+		t.Errorf("a spinning process: settled %v after %v, want a timeout after 600ms", settled, waited)
+	}
+	waited, settled = Settle(context.Background(), []int{1 << 30}, 100*time.Millisecond, 0.05, 10*time.Second)
+	if !settled || waited > 5*time.Second {
+		t.Errorf("a process that is gone: settled %v after %v, want at once", settled, waited)
 	}
 }

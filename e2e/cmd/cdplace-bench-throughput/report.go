@@ -24,7 +24,9 @@ type Run struct {
 	Profile   string `json:"profile"`
 	Rep       int    `json:"rep"`
 	Namespace string `json:"namespace"`
-	Pods      int    `json:"pods"`
+	// SettleSeconds is how long the run waited for the control plane to be idle (harness.Settle).
+	SettleSeconds float64 `json:"settleSeconds"`
+	Pods          int     `json:"pods"`
 	// PrepareRefusals counts the emulated kubelet's refusals of the run's pods (Prepare errors a
 	// real driver would give: a node labelled for another domain, channel 0 taken).
 	PrepareRefusals int     `json:"prepareRefusals"`
