@@ -87,7 +87,7 @@ type Summary struct {
 	// PairGeoMean is the geometric mean of cdplace's pods/s over the baseline's in each
 	// repetition, PairMin and PairMax their range. The order alternates every repetition, so
 	// with an even number of them the geometric mean cancels exactly a constant advantage of
-	// whichever runs first in a pair (±6% on these machines in runs of 10 s).
+	// whichever runs first in a pair (about 6% in one six-pair run of GPU pods here).
 	PairGeoMean float64 `json:"pairGeoMean,omitempty"`
 	PairMin     float64 `json:"pairMin,omitempty"`
 	PairMax     float64 `json:"pairMax,omitempty"`
