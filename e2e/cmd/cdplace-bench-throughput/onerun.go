@@ -217,11 +217,6 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 	stopWatch()
 	mu.Lock()
 	r := Run{Trays: trays, Kind: kind, Profile: string(p), Rep: rep, Namespace: ns, SettleSeconds: round(settleWait.Seconds()), Pods: len(pods), Bound: len(boundAt), RSSMiB: round(float64(rss) / (1 << 20))}
-	for _, f := range prep.Refusals() {
-		if f.Namespace == ns {
-			r.PrepareRefusals++
-		}
-	}
 	r.CliquesUsed = cliquesUsed(inf.GetStore().List(), fleet)
 	if share != nil {
 		r.PluginCPU = round(100 * share.OfTotal())
@@ -266,7 +261,15 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 			}
 		}
 	}
-	return r, cleanup(ctx, env, prep, ns)
+	// Refusals are counted once the namespace drained: a pod bound near the run's end is
+	// prepared (or refused) after it.
+	err = cleanup(ctx, env, prep, ns)
+	for _, f := range prep.Refusals() {
+		if f.Namespace == ns {
+			r.PrepareRefusals++
+		}
+	}
+	return r, err
 }
 
 // cliquesUsed counts the cliques the run's bound pods landed in: for plain whole-tray pods on an
