@@ -95,6 +95,9 @@ type Summary struct {
 	PerfPlugin    float64 `json:"perfPluginPercent,omitempty"`
 	CdplaceBound  string  `json:"cdplaceBound"`
 	BaselineBound string  `json:"baselineBound"`
+	// Prepare refusals of all the profile's runs (Run.PrepareRefusals summed).
+	CdplaceRefusals  int `json:"cdplacePrepareRefusals"`
+	BaselineRefusals int `json:"baselinePrepareRefusals"`
 }
 
 func slicesMax(v []float64) float64 {
@@ -168,6 +171,7 @@ func report(out string, runs []Run) error {
 	cpu := map[key]map[string][]float64{}
 	perfPlugin := map[key][]float64{}
 	bound := map[key]map[string]string{}
+	refused := map[key]map[string]int{}
 	for _, r := range runs {
 		k := key{r.Trays, r.Kind}
 		if rate[k] == nil {
@@ -184,14 +188,19 @@ func report(out string, runs []Run) error {
 			perfPlugin[k] = append(perfPlugin[k], r.PerfPluginPercent)
 		}
 		bound[k][r.Profile] += fmt.Sprintf("%d/%d ", r.Bound, r.Pods)
+		if refused[k] == nil {
+			refused[k] = map[string]int{}
+		}
+		refused[k][r.Profile] += r.PrepareRefusals
 	}
 	var sums []Summary
 	var b strings.Builder
-	b.WriteString("| trays | workload | cdplace pods/s (median) | baseline pods/s (median) | ratio | pairs, geometric mean (min–max) | scheduler CPU ms/pod, cdplace / baseline (medians) | CPU ratio | plugin % of perf samples (median) | stock, all nodes pods/s | cdplace / all nodes | cdplace bound | baseline bound |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| trays | workload | cdplace pods/s (median) | baseline pods/s (median) | ratio | pairs, geometric mean (min–max) | scheduler CPU ms/pod, cdplace / baseline (medians) | CPU ratio | plugin % of perf samples (median) | stock, all nodes pods/s | cdplace / all nodes | cdplace bound | baseline bound | Prepare refusals, cdplace / baseline |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, k := range keys {
 		cd, base := median(rate[k][string(harness.Cdplace)]), median(rate[k][string(harness.Baseline)])
 		s := Summary{Trays: k.trays, Kind: k.kind, Cdplace: round(cd), Baseline: round(base),
-			CdplaceBound: strings.TrimSpace(bound[k][string(harness.Cdplace)]), BaselineBound: strings.TrimSpace(bound[k][string(harness.Baseline)])}
+			CdplaceBound: strings.TrimSpace(bound[k][string(harness.Cdplace)]), BaselineBound: strings.TrimSpace(bound[k][string(harness.Baseline)]),
+			CdplaceRefusals: refused[k][string(harness.Cdplace)], BaselineRefusals: refused[k][string(harness.Baseline)]}
 		if base > 0 {
 			s.Ratio = round(cd / base)
 		}
@@ -217,8 +226,8 @@ func report(out string, runs []Run) error {
 			perfCol = fmt.Sprintf("%.2f", s.PerfPlugin)
 		}
 		sums = append(sums, s)
-		fmt.Fprintf(&b, "| %d | %s | %.1f | %.1f | %.2f | %s | %s | %s | %s | %s | %s | %s | %s |\n", s.Trays, s.Kind, s.Cdplace, s.Baseline, s.Ratio,
-			pairsCol, cpuCol, cpuRatio, perfCol, allCol, allRatio, s.CdplaceBound, s.BaselineBound)
+		fmt.Fprintf(&b, "| %d | %s | %.1f | %.1f | %.2f | %s | %s | %s | %s | %s | %s | %s | %s | %d / %d |\n", s.Trays, s.Kind, s.Cdplace, s.Baseline, s.Ratio,
+			pairsCol, cpuCol, cpuRatio, perfCol, allCol, allRatio, s.CdplaceBound, s.BaselineBound, s.CdplaceRefusals, s.BaselineRefusals)
 	}
 	b.WriteString("\n| trays | workload | profile | rep | pods/s | scheduler CPU ms/pod | scheduler RSS MiB | attempt p50/p99 ms | cdplace PreFilter p50/p99 ms | cdplace Filter p50/p99 | cdplace Score p50/p99 | DynamicResources PreFilter p50/p99 | DynamicResources Filter p50/p99 | steering asked / reused | Score ran / left out | cliques used | Prepare refusals | plugin % of CPU (profiled) | plugin % of perf samples |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	q := func(r Run, k string) string {

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cdplace/cdplace/e2e/harness"
@@ -36,5 +40,37 @@ func TestThePairsGeometricMeanCancelsTheFirstRunsAdvantage(t *testing.T) {
 	}
 	if geoMean(nil) != 0 {
 		t.Fatal("no pairs, no mean")
+	}
+}
+
+// The summary adds up each profile's Prepare refusals over its runs, in the JSON and the table.
+func TestTheSummaryCountsEachProfilesPrepareRefusals(t *testing.T) {
+	runs := []Run{
+		{Trays: 5004, Kind: "computedomain", Profile: string(harness.Cdplace), Rep: 0, Pods: 10, Bound: 10, PodsPerSec: 3},
+		{Trays: 5004, Kind: "computedomain", Profile: string(harness.Baseline), Rep: 0, Pods: 10, Bound: 9, PodsPerSec: 1, PrepareRefusals: 6},
+		{Trays: 5004, Kind: "computedomain", Profile: string(harness.Baseline), Rep: 1, Pods: 10, Bound: 9, PodsPerSec: 1, PrepareRefusals: 2},
+		{Trays: 5004, Kind: "computedomain", Profile: string(harness.Cdplace), Rep: 1, Pods: 10, Bound: 10, PodsPerSec: 3},
+	}
+	out := t.TempDir()
+	if err := report(out, runs); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(out, "throughput.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct{ Summary []Summary }
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Summary) != 1 || got.Summary[0].CdplaceRefusals != 0 || got.Summary[0].BaselineRefusals != 8 {
+		t.Fatalf("summary %+v, want 0 refusals for cdplace and 8 for the baseline", got.Summary)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "throughput.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "| 0 / 8 |") {
+		t.Fatalf("the table does not show 0 / 8:\n%s", md)
 	}
 }
