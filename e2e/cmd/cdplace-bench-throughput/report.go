@@ -179,6 +179,7 @@ func report(out string, runs []Run) error {
 			rate[k] = map[string][]float64{}
 			cpu[k] = map[string][]float64{}
 			bound[k] = map[string]string{}
+			refused[k] = map[string]int{}
 		}
 		rate[k][r.Profile] = append(rate[k][r.Profile], r.PodsPerSec)
 		if r.CPUmsPerPod > 0 {
@@ -188,9 +189,6 @@ func report(out string, runs []Run) error {
 			perfPlugin[k] = append(perfPlugin[k], r.PerfPluginPercent)
 		}
 		bound[k][r.Profile] += fmt.Sprintf("%d/%d ", r.Bound, r.Pods)
-		if refused[k] == nil {
-			refused[k] = map[string]int{}
-		}
 		refused[k][r.Profile] += r.PrepareRefusals
 	}
 	var sums []Summary

@@ -352,14 +352,6 @@ func TestADryRunPodLeavesTheViewAtItsNextUpdate(t *testing.T) {
 func TestPendingGPUPodsWithoutClaimsAreFiledOncePlaced(t *testing.T) {
 	e := newEnv(t, "", rack("a", 1, 3), nil, gpuClaim("dra-gpus"))
 	f := e.plugin.feed
-	placedOn := func(f *feed, name string) string {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if e := f.pods[nsName{ns, name}]; e != nil {
-			return e.placedOn()
-		}
-		return ""
-	}
 	filed := func(name string) bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -388,7 +380,7 @@ func TestPendingGPUPodsWithoutClaimsAreFiledOncePlaced(t *testing.T) {
 	if counts, err := f.placeable(reserved, "a-02", true); !counts || err != nil {
 		t.Fatalf("Reserve's copy of an unfiled pod: counts %v, err %v", counts, err)
 	}
-	if !f.podInView(ns, "reserved") || placedOn(f, "reserved") != "a-02" {
+	if !f.podInView(ns, "reserved") || f.podPlacedOn(ns, "reserved") != "a-02" {
 		t.Fatal("the reserved pod must be in the view, assumed on a-02")
 	}
 

@@ -111,6 +111,17 @@ func TestTombstonesAreBounded(t *testing.T) {
 	}
 }
 
+// podPlacedOn is the node the feed counts the pod on (its node, else the one Reserve assumed it
+// on); "" when untracked.
+func (f *feed) podPlacedOn(namespace, name string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if e := f.pods[nsName{namespace, name}]; e != nil {
+		return e.placedOn()
+	}
+	return ""
+}
+
 // podNode is the node of the pod the feed tracks ("" when none).
 func (f *feed) podNode(namespace, name string) string {
 	f.mu.Lock()
