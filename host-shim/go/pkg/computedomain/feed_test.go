@@ -399,3 +399,20 @@ func TestPendingGPUPodsWithoutClaimsAreFiledOncePlaced(t *testing.T) {
 		t.Fatalf("pods with a PodGroup (%v) or a claim (%v) must be filed while pending", filed("grouped"), filed("claimer"))
 	}
 }
+
+// After a flush the next batch is built in the buffer of one applied before (emptied), so a flush
+// before every cycle allocates no new buffer; a buffer past spareBytes is not kept.
+func TestTheFeedReusesTheAppliedBatchsBuffer(t *testing.T) {
+	e := newEnv(t, "", rack("a", 1, 2), nil)
+	f := e.plugin.feed
+	// The first flush keeps its batch's buffer as the spare; the second builds in it and
+	// keeps its own: the pending batch now has one.
+	e.apply(boundTo(makePod("gpu", "", 4), "a-00"))
+	e.apply(boundTo(makePod("gpu-2", "", 4), "a-01"))
+	f.mu.Lock()
+	length, capacity := f.pending.Len(), f.pending.Cap()
+	f.mu.Unlock()
+	if length != 0 || capacity == 0 || capacity > spareBytes {
+		t.Fatalf("after a flush the pending batch has %d records in a buffer of %d bytes; want none, in the last batch's buffer", length, capacity)
+	}
+}
