@@ -91,9 +91,12 @@ func IsPluginPerfFrame(frame string) bool {
 		strings.Contains(frame, "wasmtime") || strings.Contains(frame, "/tmp/perf-") && strings.HasSuffix(frame, ".map)")
 }
 
-// PerfShare counts a process's samples and those with a frame of the plugin.
+// PerfShare counts a process's samples and those with a frame of the plugin, in all and by
+// phase (Phases): what the framework spends around the plugin is the phase's samples less the
+// plugin's there.
 type PerfShare struct {
 	Samples, PluginSamples int
+	Phase, PluginPhase     []int
 }
 
 // Percent is the plugin's share of the samples, in percent.
@@ -106,11 +109,49 @@ func (s PerfShare) Percent() float64 {
 
 // Count adds a sample.
 func (s *PerfShare) Count(p *PerfSample) {
+	if s.Phase == nil {
+		s.Phase, s.PluginPhase = make([]int, len(Phases)), make([]int, len(Phases))
+	}
 	s.Samples++
+	phase := PhaseOf(p.Frames)
+	s.Phase[phase]++
 	for _, f := range p.Frames {
 		if IsPluginPerfFrame(f) {
 			s.PluginSamples++
+			s.PluginPhase[phase]++
 			return
 		}
 	}
+}
+
+// Phases are where in kube-scheduler a perf sample was taken, in the order PhaseOf tries them:
+// the extension points of a scheduling cycle (each with the framework's own work around its
+// plugins), the binding cycle, the informers' handlers, Go's garbage collector, and the rest.
+var Phases = []string{"Score", "PreScore", "Filter", "PreFilter", "Reserve", "Bind", "Informers", "GC", "Other"}
+
+// phaseMarkers are the frames that put a sample in each phase of Phases (the last, Other, has none).
+var phaseMarkers = [][]string{
+	{"(*frameworkImpl).RunScorePlugins", "(*frameworkImpl).normalizeScores"},
+	{"(*frameworkImpl).RunPreScorePlugins"},
+	{"(*Scheduler).findNodesThatPassFilters", "(*frameworkImpl).RunFilterPlugins"},
+	{"(*frameworkImpl).RunPreFilterPlugins"},
+	{"(*frameworkImpl).RunReservePlugins", "(*Scheduler).assume", "(*frameworkImpl).RunPermitPlugins"},
+	{"(*Scheduler).bindingCycle", "(*frameworkImpl).RunPreBindPlugins", "(*frameworkImpl).RunBindPlugins", "(*frameworkImpl).RunPostBindPlugins"},
+	{"(*processorListener)", "cache.(*Reflector)", "cache.(*DeltaFIFO)", "(*sharedIndexInformer)", "watch.(*StreamWatcher)"},
+	{"runtime.gcBgMarkWorker", "runtime.gcAssistAlloc", "runtime.bgsweep", "runtime.bgscavenge"},
+}
+
+// PhaseOf is the index in Phases of the first phase any frame of the stack marks; Other when
+// none does.
+func PhaseOf(frames []string) int {
+	for i, markers := range phaseMarkers {
+		for _, f := range frames {
+			for _, m := range markers {
+				if strings.Contains(f, m) {
+					return i
+				}
+			}
+		}
+	}
+	return len(Phases) - 1
 }

@@ -43,6 +43,7 @@ type config struct {
 	keepLogs bool
 	profile  int
 	perf     bool
+	keepPerf bool
 	allNodes bool
 	qps      float64
 	burst    int
@@ -71,6 +72,7 @@ func main() {
 	flag.Float64Var(&c.qps, "client-qps", 5000, "clientConnection.qps of every scheduler compared (upstream's scheduler_perf uses 5000; 0 keeps kube-scheduler's 50, at which every workload measures the client's rate limit, not scheduling)")
 	flag.IntVar(&c.burst, "client-burst", 5000, "clientConnection.burst of every scheduler compared (with -client-qps)")
 	flag.IntVar(&c.profile, "profile", 0, "seconds of CPU profile to take of each scheduler during its first run of each workload at the largest size (0: none)")
+	flag.BoolVar(&c.keepPerf, "keep-perf", false, "with -perf, keep each run's recording (perf-<profile>-<kind>-<trays>-<rep>.data in -out) for perf report or perf diff")
 	flag.BoolVar(&c.perf, "perf", false, "record each run of each scheduler with perf (perf record -g -p, 499 Hz; Debian's linux-perf) and report the plugin's share of the samples: every thread and language, the steady figure")
 	smoke := flag.Bool("smoke", false, "a quick check that the benchmark works: 90 trays, 1 repetition")
 	pluginConfig := flag.String("plugin-config", "", "a YAML file whose list replaces the cdplace profile's pluginConfig (such as kube-scheduler-config/examples/host-managed-args.yaml); empty: the shipped args")

@@ -140,6 +140,7 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 		if rec, err = startPerf(sched.PID(), filepath.Join(c.out, fmt.Sprintf("perf-%s-%s-%d-%d.data", short, kind, trays, rep))); err != nil {
 			return Run{}, err
 		}
+		rec.keep = c.keepPerf
 		defer rec.abandon()
 	}
 	cpuBefore, err := sched.CPUTime()
@@ -223,6 +224,7 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 	}
 	if perfShare.Samples > 0 {
 		r.PerfSamples, r.PerfPluginPercent = perfShare.Samples, round(perfShare.Percent())
+		r.PerfPhases, r.PerfPluginPhases = perfShare.Phase, perfShare.PluginPhase
 	}
 	var last time.Time
 	for _, t := range boundAt {

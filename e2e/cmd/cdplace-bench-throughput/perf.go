@@ -19,6 +19,7 @@ const perfHz = 499
 // guest's code), which Go's pprof does not see whole; the plugin's share of the samples is the
 // steady figure of what it costs, where pods/s swings with the machine.
 type perfRecording struct {
+	keep bool // leave the recording in place after stop (-keep-perf)
 	cmd  *exec.Cmd
 	path string
 	log  bytes.Buffer
@@ -56,9 +57,12 @@ func (r *perfRecording) abandon() {
 	_ = os.Remove(r.path)
 }
 
-// stop ends the recording and counts the plugin's samples; the recording is removed.
+// stop ends the recording and counts the plugin's samples; the recording is removed unless
+// kept (-keep-perf: `perf report -i` it, or diff two runs with `perf diff`).
 func (r *perfRecording) stop() (cpuprofile.PerfShare, error) {
-	defer os.Remove(r.path)
+	if !r.keep {
+		defer os.Remove(r.path)
+	}
 	if err := r.cmd.Process.Signal(os.Interrupt); err != nil {
 		return cpuprofile.PerfShare{}, err
 	}

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cdplace/cdplace/e2e/cpuprofile"
 	"github.com/cdplace/cdplace/e2e/harness"
 	"github.com/cdplace/cdplace/e2e/plot"
 )
@@ -48,10 +49,14 @@ type Run struct {
 	PluginCPU float64 `json:"pluginPercentOfSchedulerCPU,omitempty"`
 	// PerfSamples and PerfPluginPercent: with -perf, the scheduler process's perf samples during
 	// the run and the percentage of them with a frame of the plugin (cpuprofile.IsPluginPerfFrame).
-	PerfSamples       int                  `json:"perfSamples,omitempty"`
-	PerfPluginPercent float64              `json:"perfPluginPercent,omitempty"`
-	Extension         map[string]Quantiles `json:"extensionPoints"`
-	Plugins           map[string]Quantiles `json:"plugins"`
+	PerfSamples       int     `json:"perfSamples,omitempty"`
+	PerfPluginPercent float64 `json:"perfPluginPercent,omitempty"`
+	// PerfPhases and PerfPluginPhases: the run's perf samples by phase (cpuprofile.Phases), all
+	// of them and those with a frame of the plugin.
+	PerfPhases       []int                `json:"perfPhases,omitempty"`
+	PerfPluginPhases []int                `json:"perfPluginPhases,omitempty"`
+	Extension        map[string]Quantiles `json:"extensionPoints"`
+	Plugins          map[string]Quantiles `json:"plugins"`
 	// SteeringAsked and SteeringReused count the plain-pod steering answers of the run: the
 	// policy asked, or a cached answer still valid (cdplace_steering_answers_total).
 	SteeringAsked  float64 `json:"steeringAsked"`
@@ -98,6 +103,8 @@ type Summary struct {
 	// Prepare refusals of all the profile's runs (Run.PrepareRefusals summed).
 	CdplaceRefusals  int `json:"cdplacePrepareRefusals"`
 	BaselineRefusals int `json:"baselinePrepareRefusals"`
+	// Phases: with -perf, the scheduler's CPU by phase for both profiles (phaseCosts).
+	Phases []PhaseCost `json:"phases,omitempty"`
 }
 
 func slicesMax(v []float64) float64 {
@@ -132,6 +139,73 @@ func pairRatios(runs []Run, trays int, kind string) []float64 {
 		}
 	}
 	return out
+}
+
+// PhaseCost is the scheduler's CPU in one phase (cpuprofile.Phases), in ms per bound pod over
+// all of a workload's runs with -perf: cdplace's, the part of it in the plugin's own frames,
+// and the baseline's. Cdplace less the baseline, less the plugin's part, is what the framework
+// and the process spend around the plugin (a Score plugin that runs at all, the Filter work
+// its placements leave to the next pods, the collector's share of its allocations).
+type PhaseCost struct {
+	Phase    string  `json:"phase"`
+	Cdplace  float64 `json:"cdplaceMsPerPod"`
+	Plugin   float64 `json:"pluginMsPerPod"`
+	Baseline float64 `json:"baselineMsPerPod"`
+}
+
+// phaseCosts adds up the perf samples by phase of a workload's runs of each profile (nil unless
+// both profiles have some).
+func phaseCosts(runs []Run, trays int, kind string) []PhaseCost {
+	n := len(cpuprofile.Phases)
+	cd, plugin, base := make([]float64, n), make([]float64, n), make([]float64, n)
+	var cdPods, basePods int
+	for _, r := range runs {
+		if r.Trays != trays || r.Kind != kind || len(r.PerfPhases) != n || r.Bound == 0 {
+			continue
+		}
+		switch r.Profile {
+		case string(harness.Cdplace):
+			cdPods += r.Bound
+			for i := range n {
+				cd[i] += float64(r.PerfPhases[i])
+				if len(r.PerfPluginPhases) == n {
+					plugin[i] += float64(r.PerfPluginPhases[i])
+				}
+			}
+		case string(harness.Baseline):
+			basePods += r.Bound
+			for i := range n {
+				base[i] += float64(r.PerfPhases[i])
+			}
+		}
+	}
+	if cdPods == 0 || basePods == 0 {
+		return nil
+	}
+	ms := func(samples float64, pods int) float64 { return math.Round(1e6*samples/perfHz/float64(pods)) / 1e3 }
+	out := make([]PhaseCost, n)
+	for i, name := range cpuprofile.Phases {
+		out[i] = PhaseCost{Phase: name, Cdplace: ms(cd[i], cdPods), Plugin: ms(plugin[i], cdPods), Baseline: ms(base[i], basePods)}
+	}
+	return out
+}
+
+// phaseTable is the Markdown table of phaseCosts, with the totals.
+func phaseTable(trays int, kind string, costs []PhaseCost) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nScheduler CPU by phase, %s pods at %d trays (perf samples at %d Hz, ms per bound pod over all runs of each profile):\n\n", kind, trays, perfHz)
+	b.WriteString("| phase | cdplace | of it in the plugin's frames | baseline | cdplace − baseline | of it outside the plugin |\n|---|---|---|---|---|---|\n")
+	var t PhaseCost
+	row := func(c PhaseCost) {
+		fmt.Fprintf(&b, "| %s | %.3f | %.3f | %.3f | %+.3f | %+.3f |\n", c.Phase, c.Cdplace, c.Plugin, c.Baseline, c.Cdplace-c.Baseline, c.Cdplace-c.Plugin-c.Baseline)
+	}
+	for _, c := range costs {
+		row(c)
+		t.Cdplace, t.Plugin, t.Baseline = t.Cdplace+c.Cdplace, t.Plugin+c.Plugin, t.Baseline+c.Baseline
+	}
+	t.Phase = "all"
+	row(t)
+	return b.String()
 }
 
 // geoMean is the geometric mean of positive values (0 for none).
@@ -223,9 +297,15 @@ func report(out string, runs []Run) error {
 			s.PerfPlugin = round(median(v))
 			perfCol = fmt.Sprintf("%.2f", s.PerfPlugin)
 		}
+		s.Phases = phaseCosts(runs, k.trays, k.kind)
 		sums = append(sums, s)
 		fmt.Fprintf(&b, "| %d | %s | %.1f | %.1f | %.2f | %s | %s | %s | %s | %s | %s | %s | %s | %d / %d |\n", s.Trays, s.Kind, s.Cdplace, s.Baseline, s.Ratio,
 			pairsCol, cpuCol, cpuRatio, perfCol, allCol, allRatio, s.CdplaceBound, s.BaselineBound, s.CdplaceRefusals, s.BaselineRefusals)
+	}
+	for _, s := range sums {
+		if s.Phases != nil {
+			b.WriteString(phaseTable(s.Trays, s.Kind, s.Phases))
+		}
 	}
 	b.WriteString("\n| trays | workload | profile | rep | pods/s | scheduler CPU ms/pod | scheduler RSS MiB | attempt p50/p99 ms | cdplace PreFilter p50/p99 ms | cdplace Filter p50/p99 | cdplace Score p50/p99 | DynamicResources PreFilter p50/p99 | DynamicResources Filter p50/p99 | steering asked / reused | Score ran / left out | cliques used | Prepare refusals | plugin % of CPU (profiled) | plugin % of perf samples |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	q := func(r Run, k string) string {

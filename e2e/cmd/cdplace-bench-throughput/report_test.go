@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cdplace/cdplace/e2e/cpuprofile"
 	"github.com/cdplace/cdplace/e2e/harness"
 )
 
@@ -72,5 +73,47 @@ func TestTheSummaryCountsEachProfilesPrepareRefusals(t *testing.T) {
 	}
 	if !strings.Contains(string(md), "| 0 / 8 |") {
 		t.Fatalf("the table does not show 0 / 8:\n%s", md)
+	}
+}
+
+// With -perf the summary gives each phase's CPU per bound pod for both profiles, and the table
+// splits cdplace's extra into the plugin's frames and what is spent around them.
+func TestTheSummaryGivesEachPhasesCPUPerPod(t *testing.T) {
+	n := len(cpuprofile.Phases)
+	phases := func(score, filter int) []int {
+		v := make([]int, n)
+		v[0], v[2] = score, filter // Phases[0] is Score, Phases[2] Filter
+		return v
+	}
+	runs := []Run{
+		// 998 Score samples at 499 Hz over 1,000 pods: 2 ms a pod, 0.998 of them the plugin's.
+		{Trays: 5004, Kind: "gpu", Profile: string(harness.Cdplace), Rep: 0, Pods: 1000, Bound: 1000, PodsPerSec: 1,
+			PerfPhases: phases(998, 4990), PerfPluginPhases: phases(499, 0)},
+		{Trays: 5004, Kind: "gpu", Profile: string(harness.Baseline), Rep: 0, Pods: 1000, Bound: 1000, PodsPerSec: 1,
+			PerfPhases: phases(499, 4990), PerfPluginPhases: phases(0, 0)},
+		{Trays: 5004, Kind: "gpu", Profile: string(harness.Cdplace), Rep: 1, Pods: 1000, Bound: 1000, PodsPerSec: 1,
+			PerfPhases: phases(998, 5988), PerfPluginPhases: phases(499, 0)},
+		{Trays: 5004, Kind: "gpu", Profile: string(harness.Baseline), Rep: 1, Pods: 1000, Bound: 1000, PodsPerSec: 1,
+			PerfPhases: phases(499, 4990), PerfPluginPhases: phases(0, 0)},
+		{Trays: 5004, Kind: "cpu", Profile: string(harness.Cdplace), Rep: 0, Pods: 10, Bound: 10, PodsPerSec: 1},
+	}
+	got := phaseCosts(runs, 5004, "gpu")
+	if len(got) != n {
+		t.Fatalf("%d phases, want %d", len(got), n)
+	}
+	if s := got[0]; s.Phase != "Score" || s.Cdplace != 2 || s.Plugin != 1 || s.Baseline != 1 {
+		t.Fatalf("Score %+v, want 2 ms a pod against 1, 1 of it the plugin's", s)
+	}
+	if f := got[2]; f.Phase != "Filter" || f.Cdplace != 11 || f.Plugin != 0 || f.Baseline != 10 {
+		t.Fatalf("Filter %+v, want 11 ms a pod against 10", f)
+	}
+	if phaseCosts(runs, 5004, "cpu") != nil {
+		t.Fatal("runs without perf samples have no phase costs")
+	}
+	table := phaseTable(5004, "gpu", got)
+	for _, row := range []string{"| Score | 2.000 | 1.000 | 1.000 | +1.000 | +0.000 |", "| Filter | 11.000 | 0.000 | 10.000 | +1.000 | +1.000 |", "| all | 13.000 | 1.000 | 11.000 | +2.000 | +1.000 |"} {
+		if !strings.Contains(table, row) {
+			t.Errorf("no row %q in\n%s", row, table)
+		}
 	}
 }
