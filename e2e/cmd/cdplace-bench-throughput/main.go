@@ -45,6 +45,7 @@ type config struct {
 	perf     bool
 	keepPerf bool
 	allNodes bool
+	twin     bool
 	qps      float64
 	burst    int
 	// pluginConfig replaces the cdplace profile's pluginConfig (nil: the shipped one).
@@ -55,6 +56,11 @@ type config struct {
 // (percentageOfNodesToScore: 100): it separates what the plugin costs from what looking at every
 // node costs.
 const allNodes = harness.Profile("all-nodes-scheduler")
+
+// stockTwin is a second stock scheduler process with the baseline's profile under another name
+// (-stock-twin): its pairs against the baseline are what the harness reads between two
+// identical schedulers, the noise band to hold cdplace's pairs against (bench-upstream's A2/A).
+const stockTwin = harness.Profile("stock-twin-scheduler")
 
 func main() {
 	var c config
@@ -69,6 +75,7 @@ func main() {
 	flag.DurationVar(&c.timeout, "timeout", 10*time.Minute, "give up on one run after this long")
 	flag.BoolVar(&c.keepLogs, "keep-logs", false, "keep the control plane's logs")
 	flag.BoolVar(&c.allNodes, "all-nodes", true, "also run the GPU and CPU workloads through a stock profile with percentageOfNodesToScore: 100")
+	flag.BoolVar(&c.twin, "stock-twin", false, "also run the GPU and CPU workloads through a second stock scheduler with the baseline's profile, alternated with it: the noise band of the pairs")
 	flag.Float64Var(&c.qps, "client-qps", 5000, "clientConnection.qps of every scheduler compared (upstream's scheduler_perf uses 5000; 0 keeps kube-scheduler's 50, at which every workload measures the client's rate limit, not scheduling)")
 	flag.IntVar(&c.burst, "client-burst", 5000, "clientConnection.burst of every scheduler compared (with -client-qps)")
 	flag.IntVar(&c.profile, "profile", 0, "seconds of CPU profile to take of each scheduler during its first run of each workload at the largest size (0: none)")
@@ -126,13 +133,21 @@ func run(c config) (err error) {
 			fmt.Printf("logs kept in %s\n", dir)
 		}
 	}()
-	var allNodesSched *harness.Scheduler
-	if c.allNodes {
-		cfg, err := harness.WithClientRate(harness.StockSchedulerConfig(env.CP.AdminKubeconfig, string(allNodes), 100), c.qps, c.burst)
+	// The stock schedulers besides the baseline, by profile: each a process of its own.
+	extra := map[harness.Profile]*harness.Scheduler{}
+	for _, x := range []struct {
+		on         bool
+		p          harness.Profile
+		percentage int
+	}{{c.allNodes, allNodes, 100}, {c.twin, stockTwin, 0}} {
+		if !x.on {
+			continue
+		}
+		cfg, err := harness.WithClientRate(harness.StockSchedulerConfig(env.CP.AdminKubeconfig, string(x.p), x.percentage), c.qps, c.burst)
 		if err != nil {
 			return err
 		}
-		if allNodesSched, err = env.CP.StartScheduler(ctx, string(allNodes), cfg); err != nil {
+		if extra[x.p], err = env.CP.StartScheduler(ctx, string(x.p), cfg); err != nil {
 			return err
 		}
 	}
@@ -156,6 +171,11 @@ func run(c config) (err error) {
 		for rep := 0; rep < c.reps; rep++ {
 			for _, kind := range c.kinds {
 				profiles := []harness.Profile{harness.Cdplace, harness.Baseline}
+				// The twin next to the baseline, so that each pair of the two alternates too.
+				// Neither extra runs ComputeDomain pods (their baseline pods carry its affinity).
+				if c.twin && kind != kindCD {
+					profiles = append(profiles, stockTwin)
+				}
 				if c.allNodes && kind != kindCD {
 					profiles = append(profiles, allNodes)
 				}
@@ -165,7 +185,7 @@ func run(c config) (err error) {
 					}
 				}
 				for _, p := range profiles {
-					r, err := oneRun(ctx, env, allNodesSched, prep, c, fleet, kind, p, rep)
+					r, err := oneRun(ctx, env, extra, prep, c, fleet, kind, p, rep)
 					if err != nil {
 						cancel()
 						return err

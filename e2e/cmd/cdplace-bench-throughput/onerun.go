@@ -22,7 +22,7 @@ import (
 	"github.com/cdplace/cdplace/e2e/harness"
 )
 
-func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Scheduler, prep *harness.PrepareEmulator, c config, fleet *harness.Fleet, kind string, p harness.Profile, rep int) (Run, error) {
+func oneRun(ctx context.Context, env *harness.Env, extra map[harness.Profile]*harness.Scheduler, prep *harness.PrepareEmulator, c config, fleet *harness.Fleet, kind string, p harness.Profile, rep int) (Run, error) {
 	trays := len(fleet.Nodes)
 	short := "cdp"
 	sched := env.Cdplace
@@ -30,7 +30,9 @@ func oneRun(ctx context.Context, env *harness.Env, allNodesSched *harness.Schedu
 	case harness.Baseline:
 		short, sched = "base", env.Baseline
 	case allNodes:
-		short, sched = "all", allNodesSched
+		short, sched = "all", extra[p]
+	case stockTwin:
+		short, sched = "twin", extra[p]
 	}
 	ns := fmt.Sprintf("tp%d-%s-%s-%d", trays, kind, short, rep)
 	// The run starts once the control plane and every scheduler are idle again, so that no

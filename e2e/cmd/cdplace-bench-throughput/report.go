@@ -96,6 +96,13 @@ type Summary struct {
 	PairGeoMean float64 `json:"pairGeoMean,omitempty"`
 	PairMin     float64 `json:"pairMin,omitempty"`
 	PairMax     float64 `json:"pairMax,omitempty"`
+	// TwinPairGeoMean, TwinPairMin, TwinPairMax: the same for the stock twin (-stock-twin), a
+	// second process with the baseline's profile: what two identical schedulers read apart.
+	// TwinCPURatio is its CPU per pod over the baseline's (medians).
+	TwinPairGeoMean float64 `json:"twinPairGeoMean,omitempty"`
+	TwinPairMin     float64 `json:"twinPairMin,omitempty"`
+	TwinPairMax     float64 `json:"twinPairMax,omitempty"`
+	TwinCPURatio    float64 `json:"twinCPURatio,omitempty"`
 	// PerfPlugin is the median of the cdplace runs' plugin share of perf samples (-perf), percent.
 	PerfPlugin    float64 `json:"perfPluginPercent,omitempty"`
 	CdplaceBound  string  `json:"cdplaceBound"`
@@ -115,9 +122,9 @@ func slicesMax(v []float64) float64 {
 	return m
 }
 
-// pairRatios is cdplace's pods/s over the baseline's for each repetition of one size and
-// workload that has both, in repetition order.
-func pairRatios(runs []Run, trays int, kind string) []float64 {
+// pairRatios is profile of's pods/s (cdplace's, or the stock twin's) over the baseline's for each
+// repetition of one size and workload that has both, in repetition order.
+func pairRatios(runs []Run, trays int, kind string, of harness.Profile) []float64 {
 	cd, base := map[int]float64{}, map[int]float64{}
 	reps := 0
 	for _, r := range runs {
@@ -125,7 +132,7 @@ func pairRatios(runs []Run, trays int, kind string) []float64 {
 			continue
 		}
 		switch r.Profile {
-		case string(harness.Cdplace):
+		case string(of):
 			cd[r.Rep] = r.PodsPerSec
 		case string(harness.Baseline):
 			base[r.Rep] = r.PodsPerSec
@@ -267,7 +274,7 @@ func report(out string, runs []Run) error {
 	}
 	var sums []Summary
 	var b strings.Builder
-	b.WriteString("| trays | workload | cdplace pods/s (median) | baseline pods/s (median) | ratio | pairs, geometric mean (min–max) | scheduler CPU ms/pod, cdplace / baseline (medians) | CPU ratio | plugin % of perf samples (median) | stock, all nodes pods/s | cdplace / all nodes | cdplace bound | baseline bound | Prepare refusals, cdplace / baseline |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| trays | workload | cdplace pods/s (median) | baseline pods/s (median) | ratio | pairs, geometric mean (min–max) | stock twin / baseline pairs (noise band), CPU ratio | scheduler CPU ms/pod, cdplace / baseline (medians) | CPU ratio | plugin % of perf samples (median) | stock, all nodes pods/s | cdplace / all nodes | cdplace bound | baseline bound | Prepare refusals, cdplace / baseline |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, k := range keys {
 		cd, base := median(rate[k][string(harness.Cdplace)]), median(rate[k][string(harness.Baseline)])
 		s := Summary{Trays: k.trays, Kind: k.kind, Cdplace: round(cd), Baseline: round(base),
@@ -277,9 +284,18 @@ func report(out string, runs []Run) error {
 			s.Ratio = round(cd / base)
 		}
 		pairsCol := "–"
-		if pairs := pairRatios(runs, k.trays, k.kind); len(pairs) > 0 {
+		if pairs := pairRatios(runs, k.trays, k.kind, harness.Cdplace); len(pairs) > 0 {
 			s.PairGeoMean, s.PairMin, s.PairMax = round(geoMean(pairs)), round(slices.Min(pairs)), round(slices.Max(pairs))
 			pairsCol = fmt.Sprintf("%.3f (%.2f–%.2f)", s.PairGeoMean, s.PairMin, s.PairMax)
+		}
+		twinCol := "–"
+		if pairs := pairRatios(runs, k.trays, k.kind, stockTwin); len(pairs) > 0 {
+			s.TwinPairGeoMean, s.TwinPairMin, s.TwinPairMax = round(geoMean(pairs)), round(slices.Min(pairs)), round(slices.Max(pairs))
+			twinCol = fmt.Sprintf("%.3f (%.2f–%.2f)", s.TwinPairGeoMean, s.TwinPairMin, s.TwinPairMax)
+			if t, b := median(cpu[k][string(stockTwin)]), median(cpu[k][string(harness.Baseline)]); t > 0 && b > 0 {
+				s.TwinCPURatio = round(t / b)
+				twinCol += fmt.Sprintf(", CPU %.3f", s.TwinCPURatio)
+			}
 		}
 		cpuCol, cpuRatio := "–", "–"
 		s.CdplaceCPU, s.BaselineCPU = median(cpu[k][string(harness.Cdplace)]), median(cpu[k][string(harness.Baseline)])
@@ -299,8 +315,8 @@ func report(out string, runs []Run) error {
 		}
 		s.Phases = phaseCosts(runs, k.trays, k.kind)
 		sums = append(sums, s)
-		fmt.Fprintf(&b, "| %d | %s | %.1f | %.1f | %.2f | %s | %s | %s | %s | %s | %s | %s | %s | %d / %d |\n", s.Trays, s.Kind, s.Cdplace, s.Baseline, s.Ratio,
-			pairsCol, cpuCol, cpuRatio, perfCol, allCol, allRatio, s.CdplaceBound, s.BaselineBound, s.CdplaceRefusals, s.BaselineRefusals)
+		fmt.Fprintf(&b, "| %d | %s | %.1f | %.1f | %.2f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d / %d |\n", s.Trays, s.Kind, s.Cdplace, s.Baseline, s.Ratio,
+			pairsCol, twinCol, cpuCol, cpuRatio, perfCol, allCol, allRatio, s.CdplaceBound, s.BaselineBound, s.CdplaceRefusals, s.BaselineRefusals)
 	}
 	for _, s := range sums {
 		if s.Phases != nil {

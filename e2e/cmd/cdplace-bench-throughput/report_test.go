@@ -29,14 +29,14 @@ func TestThePairsGeometricMeanCancelsTheFirstRunsAdvantage(t *testing.T) {
 			Run{Trays: 5004, Kind: "gpu", Profile: string(harness.Baseline), Rep: rep, PodsPerSec: base},
 			Run{Trays: 5004, Kind: "cpu", Profile: string(harness.Baseline), Rep: rep, PodsPerSec: 1})
 	}
-	pairs := pairRatios(runs, 5004, "gpu")
+	pairs := pairRatios(runs, 5004, "gpu", harness.Cdplace)
 	if len(pairs) != 6 || math.Abs(pairs[0]-truth*first) > 1e-9 || math.Abs(pairs[1]-truth/first) > 1e-9 {
 		t.Fatalf("pair ratios %v", pairs)
 	}
 	if g := geoMean(pairs); math.Abs(g-truth) > 1e-9 {
 		t.Fatalf("geometric mean %v, want %v", g, truth)
 	}
-	if got := pairRatios(runs, 5004, "cpu"); len(got) != 0 {
+	if got := pairRatios(runs, 5004, "cpu", harness.Cdplace); len(got) != 0 {
 		t.Fatalf("a workload without cdplace runs has no pairs: %v", got)
 	}
 	if geoMean(nil) != 0 {
@@ -115,5 +115,40 @@ func TestTheSummaryGivesEachPhasesCPUPerPod(t *testing.T) {
 		if !strings.Contains(table, row) {
 			t.Errorf("no row %q in\n%s", row, table)
 		}
+	}
+}
+
+// With -stock-twin the summary reads the twin's pairs against the baseline as it reads
+// cdplace's: the band two identical schedulers fall in on this machine.
+func TestTheStockTwinsPairsAreTheNoiseBand(t *testing.T) {
+	var runs []Run
+	for rep, twin := range []float64{104, 98, 99, 97} {
+		runs = append(runs,
+			Run{Trays: 5004, Kind: "gpu", Profile: string(harness.Cdplace), Rep: rep, PodsPerSec: 95, CPUmsPerPod: 4.2},
+			Run{Trays: 5004, Kind: "gpu", Profile: string(harness.Baseline), Rep: rep, PodsPerSec: 100, CPUmsPerPod: 4},
+			Run{Trays: 5004, Kind: "gpu", Profile: string(stockTwin), Rep: rep, PodsPerSec: twin, CPUmsPerPod: 4.04})
+	}
+	out := t.TempDir()
+	if err := report(out, runs); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(out, "throughput.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct{ Summary []Summary }
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := round(math.Pow(1.04*0.98*0.99*0.97, 0.25)) // 0.9947: 0.995
+	if s := got.Summary[0]; s.PairGeoMean != 0.95 || s.TwinPairGeoMean != want || s.TwinPairMin != 0.97 || s.TwinPairMax != 1.04 || s.TwinCPURatio != 1.01 {
+		t.Fatalf("summary %+v, want cdplace's pairs 0.95 and the twin's %.3f (0.97–1.04), CPU 1.01", s, want)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "throughput.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cell := "| 0.950 (0.95–0.95) | 0.995 (0.97–1.04), CPU 1.010 |"; !strings.Contains(string(md), cell) {
+		t.Fatalf("the table does not show %q:\n%s", cell, md)
 	}
 }
