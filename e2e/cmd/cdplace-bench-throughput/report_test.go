@@ -52,26 +52,11 @@ func TestTheSummaryCountsEachProfilesPrepareRefusals(t *testing.T) {
 		{Trays: 5004, Kind: "computedomain", Profile: string(harness.Baseline), Rep: 1, Pods: 10, Bound: 9, PodsPerSec: 1, PrepareRefusals: 2},
 		{Trays: 5004, Kind: "computedomain", Profile: string(harness.Cdplace), Rep: 1, Pods: 10, Bound: 10, PodsPerSec: 3},
 	}
-	out := t.TempDir()
-	if err := report(out, runs); err != nil {
-		t.Fatal(err)
+	sums, md := reported(t, runs)
+	if len(sums) != 1 || sums[0].CdplaceRefusals != 0 || sums[0].BaselineRefusals != 8 {
+		t.Fatalf("summary %+v, want 0 refusals for cdplace and 8 for the baseline", sums)
 	}
-	data, err := os.ReadFile(filepath.Join(out, "throughput.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got struct{ Summary []Summary }
-	if err := json.Unmarshal(data, &got); err != nil {
-		t.Fatal(err)
-	}
-	if len(got.Summary) != 1 || got.Summary[0].CdplaceRefusals != 0 || got.Summary[0].BaselineRefusals != 8 {
-		t.Fatalf("summary %+v, want 0 refusals for cdplace and 8 for the baseline", got.Summary)
-	}
-	md, err := os.ReadFile(filepath.Join(out, "throughput.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(md), "| 0 / 8 |") {
+	if !strings.Contains(md, "| 0 / 8 |") {
 		t.Fatalf("the table does not show 0 / 8:\n%s", md)
 	}
 }
@@ -128,6 +113,20 @@ func TestTheStockTwinsPairsAreTheNoiseBand(t *testing.T) {
 			Run{Trays: 5004, Kind: "gpu", Profile: string(harness.Baseline), Rep: rep, PodsPerSec: 100, CPUmsPerPod: 4},
 			Run{Trays: 5004, Kind: "gpu", Profile: string(stockTwin), Rep: rep, PodsPerSec: twin, CPUmsPerPod: 4.04})
 	}
+	sums, md := reported(t, runs)
+	want := round(math.Pow(1.04*0.98*0.99*0.97, 0.25)) // 0.9947: 0.995
+	if s := sums[0]; s.PairGeoMean != 0.95 || s.TwinPairGeoMean != want || s.TwinPairMin != 0.97 || s.TwinPairMax != 1.04 || s.TwinCPURatio != 1.01 {
+		t.Fatalf("summary %+v, want cdplace's pairs 0.95 and the twin's %.3f (0.97–1.04), CPU 1.01", s, want)
+	}
+	if cell := "| 0.950 (0.95–0.95) | 0.995 (0.97–1.04), CPU 1.010 |"; !strings.Contains(md, cell) {
+		t.Fatalf("the table does not show %q:\n%s", cell, md)
+	}
+}
+
+// reported writes the report of runs to a temporary directory and reads back its summary (the
+// JSON) and its tables (the Markdown).
+func reported(t *testing.T, runs []Run) ([]Summary, string) {
+	t.Helper()
 	out := t.TempDir()
 	if err := report(out, runs); err != nil {
 		t.Fatal(err)
@@ -140,15 +139,9 @@ func TestTheStockTwinsPairsAreTheNoiseBand(t *testing.T) {
 	if err := json.Unmarshal(data, &got); err != nil {
 		t.Fatal(err)
 	}
-	want := round(math.Pow(1.04*0.98*0.99*0.97, 0.25)) // 0.9947: 0.995
-	if s := got.Summary[0]; s.PairGeoMean != 0.95 || s.TwinPairGeoMean != want || s.TwinPairMin != 0.97 || s.TwinPairMax != 1.04 || s.TwinCPURatio != 1.01 {
-		t.Fatalf("summary %+v, want cdplace's pairs 0.95 and the twin's %.3f (0.97–1.04), CPU 1.01", s, want)
-	}
 	md, err := os.ReadFile(filepath.Join(out, "throughput.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cell := "| 0.950 (0.95–0.95) | 0.995 (0.97–1.04), CPU 1.010 |"; !strings.Contains(string(md), cell) {
-		t.Fatalf("the table does not show %q:\n%s", cell, md)
-	}
+	return got.Summary, string(md)
 }
