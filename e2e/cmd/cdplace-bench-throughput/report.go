@@ -215,6 +215,11 @@ func phaseTable(trays int, kind string, costs []PhaseCost) string {
 	return b.String()
 }
 
+// pairSpread is the geometric mean, least and greatest of pair ratios (at least one), rounded.
+func pairSpread(pairs []float64) (geo, least, greatest float64) {
+	return round(geoMean(pairs)), round(slices.Min(pairs)), round(slices.Max(pairs))
+}
+
 // geoMean is the geometric mean of positive values (0 for none).
 func geoMean(v []float64) float64 {
 	if len(v) == 0 {
@@ -285,12 +290,12 @@ func report(out string, runs []Run) error {
 		}
 		pairsCol := "–"
 		if pairs := pairRatios(runs, k.trays, k.kind, harness.Cdplace); len(pairs) > 0 {
-			s.PairGeoMean, s.PairMin, s.PairMax = round(geoMean(pairs)), round(slices.Min(pairs)), round(slices.Max(pairs))
+			s.PairGeoMean, s.PairMin, s.PairMax = pairSpread(pairs)
 			pairsCol = fmt.Sprintf("%.3f (%.2f–%.2f)", s.PairGeoMean, s.PairMin, s.PairMax)
 		}
 		twinCol := "–"
 		if pairs := pairRatios(runs, k.trays, k.kind, stockTwin); len(pairs) > 0 {
-			s.TwinPairGeoMean, s.TwinPairMin, s.TwinPairMax = round(geoMean(pairs)), round(slices.Min(pairs)), round(slices.Max(pairs))
+			s.TwinPairGeoMean, s.TwinPairMin, s.TwinPairMax = pairSpread(pairs)
 			twinCol = fmt.Sprintf("%.3f (%.2f–%.2f)", s.TwinPairGeoMean, s.TwinPairMin, s.TwinPairMax)
 			if t, b := median(cpu[k][string(stockTwin)]), median(cpu[k][string(harness.Baseline)]); t > 0 && b > 0 {
 				s.TwinCPURatio = round(t / b)
