@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/cdplace/cdplace/host-shim/go/test/nvdriver"
@@ -194,7 +195,7 @@ func createNode(ctx context.Context, c kubernetes.Interface, spec FleetSpec, nam
 		corev1.ResourcePods:   resource.MustParse("110"),
 		GPUResource:           *resource.NewQuantity(int64(spec.GPUsPerTray), resource.DecimalSI),
 	}
-	created.Status = corev1.NodeStatus{
+	status := corev1.NodeStatus{
 		Capacity:    res,
 		Allocatable: res,
 		Phase:       corev1.NodeRunning,
@@ -204,7 +205,19 @@ func createNode(ctx context.Context, c kubernetes.Interface, spec FleetSpec, nam
 		}},
 		Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}},
 	}
-	if _, err := c.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+	// A controller may write the new node between its creation and this status (the
+	// kube-controller-manager's node controllers do): like a kubelet, read it again and retry.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		created.Status = status
+		_, err := c.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			if fresh, getErr := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); getErr == nil {
+				created = fresh
+			}
+		}
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("node %s status: %w", name, err)
 	}
 	// The TaintNodesByCondition admission plugin taints a new node not-ready; the node lifecycle
