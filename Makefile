@@ -70,7 +70,7 @@ test-c: build
 ## colliding names and counts at the integer limits, decided after every batch). fuzz-smoke runs
 ## each target for a fixed number of executions (the third field, about 10 s each here; in
 ## `make test`); fuzz runs each for FUZZTIME, one worker each, and records the executions in
-## target/fuzz/ (results in docs/reliability.md).
+## target/fuzz/ (results in docs/dev/reliability.md).
 ## fuzz-smoke counts executions rather than time: Go 1.26's fuzz coordinator can fail a run whose
 ## -fuzztime deadline expires while a starved worker is mid-call ("context deadline exceeded", no
 ## failing input; golang/go#75804, fixed in Go 1.27), which is what a loaded 2-core CI machine does.
@@ -143,7 +143,7 @@ test-e2e: scheduler e2e-binaries helm lint-e2e
 ## restarts, tray failures, an etcd restart, a leader failover, a pod storm, a watch that gets 410
 ## Gone while a gang binds, and the faulty guest in the real scheduler, each on a control plane of
 ## its own, with their pass criteria; minutes each, so not part of test-e2e. Figures in
-## target/e2e/drills.log (lines starting DRILL), recorded in docs/reliability.md
+## target/e2e/drills.log (lines starting DRILL), recorded in docs/dev/reliability.md
 .PHONY: drills
 drills: scheduler e2e-binaries lint-e2e
 	mkdir -p target/e2e
@@ -221,7 +221,7 @@ bench-placement: scheduler e2e-binaries
 ## kept and 0.6 of its arrival rate: offered load about 0.9, a steady state, where bench-placement's
 ## 1.5 builds an ever longer queue whose pods the view must hold), sampling the scheduler's RSS and
 ## policy journal length
-## (target/bench/soak/seed-1/scheduler-rss.svg, journal-length.svg; results in docs/reliability.md)
+## (target/bench/soak/seed-1/scheduler-rss.svg, journal-length.svg; results in docs/dev/reliability.md)
 ## SOAK_ARRIVALS_PER_MIN: domain arrivals per minute of soak (22 is 0.6 of bench-placement's rate;
 ## 16 gives offered load about 0.65, where the scheduler's queue stays short)
 SOAK_MINUTES ?= 60

@@ -8,7 +8,7 @@ package e2e
 // 120 s of the fault's end, and the scheduler's view equals a fresh rebuild's within 30 s (the
 // plugin's debug dump, CDPLACE_DEBUG_DUMP_DIR, compared with a second scheduler's that schedules
 // nothing). They take minutes each, so they run only with CDPLACE_DRILLS=1 (make drills); the
-// figures they log are recorded in docs/reliability.md.
+// figures they log are recorded in docs/dev/reliability.md.
 
 import (
 	"bytes"

@@ -249,7 +249,7 @@ impl View {
         // head, which then flips with every tray freed.) A head that cannot start gets the
         // clique that can hold it soonest: the fewest trays still to free up. (Choosing the
         // earliest shadow time where deadlines tell it started fewer large domains on
-        // bench-placement, docs/benchmarks.md §3.) The first of every class choose before the
+        // bench-placement, docs/dev/benchmarks.md §3.) The first of every class choose before the
         // second of any, larger classes first.
         for rank in 0..depth {
             for head in queues.iter().rev().filter_map(|q| q.get(rank)) {

@@ -1,4 +1,4 @@
-//! Memory figures for sizing the scheduler's container (docs/reliability.md, `## Memory`): the
+//! Memory figures for sizing the scheduler's container (docs/dev/reliability.md, `## Memory`): the
 //! linear memory of one policy instance holding a view of 1,008 and 5,004 trays (one bound
 //! 4-GPU pod per tray and a pending ComputeDomain), and the process's resident memory as the view
 //! and its instance are built (the component compiled first; one size per process, so freed
