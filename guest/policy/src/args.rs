@@ -38,10 +38,16 @@ pub struct Args {
     /// Informational `apiVersion`/`kind` when the args come as a typed object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_version: Option<String>,
+    /// Informational, as `apiVersion`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
+    /// How IMEX daemons run: `DriverManaged` (one daemon per ComputeDomain, the driver labels the
+    /// node: one domain per node) or `HostManaged` (`nvidia-imex` on every host: domains may share
+    /// a node).
     #[serde(default)]
     pub imex_mode: ImexMode,
+    /// Whether a ComputeDomain pod must take every GPU of its tray: `Require` rejects a pod that
+    /// would strand GPUs, `Prefer` scores it down, `Off` does not look at GPU counts.
     #[serde(default)]
     pub whole_tray: WholeTray,
     /// Trays per clique kept free for failures; only a ComputeDomain sized to the whole clique

@@ -1,0 +1,6 @@
+// Package docscheck holds no code, only a test: the user docs' reference of metrics and Event
+// reasons (docs/observability.md) against the plugin's source (pkg/computedomain), read with
+// go/parser so a rename in code alone, or in the docs alone, fails `make test`. The plugin's
+// arguments and reason texts are checked on the Rust side (guest/policy/tests/docs.rs), where
+// their one owner, the policy, lives.
+package docscheck
