@@ -69,7 +69,7 @@ func TestShippedConfigsUseThePluginInTheWorkloadCycle(t *testing.T) {
 func TestShippedConfigWithTheWorkloadGatesOff(t *testing.T) {
 	for _, g := range []featuregate.Feature{features.GenericWorkload, features.TopologyAwareWorkloadScheduling} {
 		if utilfeature.DefaultFeatureGate.Enabled(g) {
-			t.Fatalf("%s is on by default in this kube-scheduler; the README's gates-off paragraph is wrong", g)
+			t.Fatalf("%s is on by default in this kube-scheduler; docs/concepts.md's and docs/dev/internals.md's gates-off sentences are wrong", g)
 		}
 	}
 	plugins, err := profilePlugins(t, filepath.Join(configDir, "scheduler-config.yaml"), "computedomain-scheduler")

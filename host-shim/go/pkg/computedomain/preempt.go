@@ -34,7 +34,7 @@ import (
 // once for any other pod (no policy call), so DefaultPreemption handles it; for a ComputeDomain
 // pod it answers UnschedulableAndUnresolvable when gang preemption cannot help, which stops
 // DefaultPreemption from evicting part of a domain for it (per pod and per node, it cannot free
-// a clique; see the README).
+// a clique; see rule 10 in docs/concepts.md).
 //
 // PodDisruptionBudgets: default preemption prefers candidates without PDB violations but still
 // preempts when every candidate violates one (deletion is not the eviction API, so a PDB never
