@@ -7,6 +7,7 @@
 //! - every reason text the policy can put on a pod or a ComputeDomain (the string literals of
 //!   the modules that make them) has an entry in `docs/troubleshooting.md`, and every entry
 //!   names a text the policy still makes.
+//! - the chart's `values.schema.json` names exactly the arguments args.rs has.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -262,6 +263,27 @@ fn every_argument_is_in_the_reference_and_every_row_is_an_argument() {
     for f in &code {
         assert!(err.contains(&format!("`{f}`")), "serde does not know {f}: {err}");
     }
+}
+
+/// The chart's values.schema.json copies the argument names (it refuses unknown ones at `helm
+/// install`); args.rs owns them, so an argument added there without the schema would be refused by
+/// the chart.
+#[test]
+fn the_charts_values_schema_names_exactly_the_arguments() {
+    let schema: serde_json::Value =
+        serde_json::from_str(&read("kube-scheduler-config/chart/cdplace-scheduler/values.schema.json")).unwrap();
+    let args = &schema["definitions"]["computeDomainPlacementArgs"];
+    let props = args["properties"]
+        .as_object()
+        .expect("definitions.computeDomainPlacementArgs.properties in the chart's schema");
+    let schema_names: BTreeSet<String> = props.keys().cloned().collect();
+    let code: BTreeSet<String> = args_fields().into_iter().map(|f| f.json).collect();
+    let missing: Vec<_> = code.difference(&schema_names).collect();
+    let extra: Vec<_> = schema_names.difference(&code).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "values.schema.json's plugin args differ from args.rs: missing {missing:?}, not arguments {extra:?}"
+    );
 }
 
 // ---- the reason catalogue --------------------------------------------------------------------
