@@ -25,11 +25,13 @@
 //     does not gets a reservation at its earliest start (best fit at that time), entered in the
 //     profile; later jobs start now only if they fit for their whole runtime in the profile with
 //     that reservation in it, i.e. they end before it, use trays it leaves over, or use another
-//     clique. Recomputed at every event.
+//     clique.
 //   - Conservative: the same, but every job that cannot start now gets a reservation, in queue
-//     order; a job starts now only if it delays none of the reservations before it. Recomputed
-//     at every event, which with exact runtimes gives the reservations made at arrival (a
-//     reservation can only move earlier, when a failure-free future turns out as planned).
+//     order; a job starts now only if it delays none of the reservations.
+//   - A reservation, once made, is kept (time and clique) until its job starts; at every event
+//     each queued job in turn may move to an earlier start that no other reservation holds
+//     (Slurm's compression). Only a failure that takes a reserved tray away makes a reservation
+//     move later. So, without failures, no job starts later than its first reservation.
 //   - FIFO: queue order; every job that fits now starts (best fit), the first that does not
 //     blocks the queue. Runtimes are not used.
 package reference
@@ -102,6 +104,9 @@ type Outcome struct {
 	End     float64 // its completion, or the failure that killed a plain pod; NaN: never started
 	Clique  int     // -1: never started
 	Killed  bool    // a plain pod ended by a tray failure
+	// Reserved: the start time of the first reservation the job got (EASY, conservative), NaN
+	// if it never needed one. Without failures a job starts no later than this.
+	Reserved float64
 }
 
 // Result is one policy's schedule of one input.
@@ -161,6 +166,7 @@ type sim struct {
 	pending map[int]int
 	running map[int]bool
 	queue   []int // job indices not started, in arrival order
+	reserve map[int]reservation
 	repairs []Failure
 	res     Result
 }
@@ -173,7 +179,7 @@ func Simulate(in Input, p Policy) (Result, error) {
 	if p != EASY && p != Conservative && p != FIFO {
 		return Result{}, fmt.Errorf("unknown policy %d", int(p))
 	}
-	s := &sim{in: in, policy: p, pending: map[int]int{}, running: map[int]bool{}}
+	s := &sim{in: in, policy: p, pending: map[int]int{}, running: map[int]bool{}, reserve: map[int]reservation{}}
 	s.occ = make([][]int, in.Cliques)
 	s.healthy = make([][]bool, in.Cliques)
 	for c := range s.occ {
@@ -186,7 +192,7 @@ func Simulate(in Input, p Policy) (Result, error) {
 	order := make([]int, len(in.Jobs))
 	for i, j := range in.Jobs {
 		order[i] = i
-		s.jobs = append(s.jobs, Outcome{Name: j.Name, Size: j.Size, Plain: j.Plain, Arrival: j.Arrival, Start: math.NaN(), End: math.NaN(), Clique: -1})
+		s.jobs = append(s.jobs, Outcome{Name: j.Name, Size: j.Size, Plain: j.Plain, Arrival: j.Arrival, Start: math.NaN(), End: math.NaN(), Clique: -1, Reserved: math.NaN()})
 	}
 	sort.SliceStable(order, func(a, b int) bool { return in.Jobs[order[a]].Arrival < in.Jobs[order[b]].Arrival })
 	failures := append([]Failure(nil), in.Failures...)
@@ -369,11 +375,28 @@ func (s *sim) schedule() {
 	if s.policy == Conservative {
 		depth = len(s.queue)
 	}
+	// The profile holds the running jobs and every reservation made so far; each job in turn
+	// lifts its own, looks for its earliest start, and keeps its old reservation unless that
+	// start is earlier (or the old one no longer fits, after a failure). So a job never moves
+	// into a slot another job holds: no reservation is ever delayed by another job's move.
 	p := s.profile()
+	for _, j := range s.queue {
+		if r, ok := s.reserve[j]; ok {
+			p[r.c].add(r.t, r.t+s.in.Jobs[j].Runtime, -s.in.Jobs[j].Size)
+		}
+	}
 	reserved := 0
 	for _, j := range s.queue {
 		job := s.in.Jobs[j]
+		r, had := s.reserve[j]
+		if had {
+			p[r.c].add(r.t, r.t+job.Runtime, job.Size)
+			delete(s.reserve, j)
+		}
 		at, c := p.earliest(job.Size, job.Runtime)
+		if had && at >= r.t && p[r.c].fits(r.t, job.Size, job.Runtime) {
+			at, c = r.t, r.c
+		}
 		if at == s.now {
 			s.start(j, c)
 			p[c].add(s.now, s.now+job.Runtime, -job.Size)
@@ -382,10 +405,20 @@ func (s *sim) schedule() {
 		left = append(left, j)
 		if reserved < depth && !math.IsInf(at, 1) {
 			p[c].add(at, at+job.Runtime, -job.Size)
+			s.reserve[j] = reservation{t: at, c: c}
 			reserved++
+			if math.IsNaN(s.jobs[j].Reserved) {
+				s.jobs[j].Reserved = at
+			}
 		}
 	}
 	s.queue = left
+}
+
+// reservation is a queued job's planned start and clique.
+type reservation struct {
+	t float64
+	c int
 }
 
 // bestFitNow is the fullest clique with room for job j now (free trays only), or -1.
@@ -466,6 +499,19 @@ func (a *avail) add(from, to float64, d int) {
 func (a avail) at(t float64) int {
 	i := sort.Search(len(a), func(i int) bool { return a[i].t > t })
 	return a[max(i-1, 0)].v
+}
+
+// fits: at least k trays are available over [t, t+dur).
+func (a avail) fits(t float64, k int, dur float64) bool {
+	if a.at(t) < k {
+		return false
+	}
+	for _, seg := range a {
+		if seg.t > t && seg.t < t+dur && seg.v < k {
+			return false
+		}
+	}
+	return true
 }
 
 // earliest is the first t from now on when at least k trays are available over [t, t+dur).
