@@ -179,3 +179,53 @@ func TestReferenceOnlyMode(t *testing.T) {
 		t.Errorf("stdout has no table:\n%s", stdout.String())
 	}
 }
+
+// A live run's outputs carry the comparison: writeBench regenerates the trace from its spec
+// (the digest matching), simulates the references on it and sets the configuration beside them,
+// with issue 36's checks, in placement.json, summary.md and the per-seed charts.
+func TestWriteBenchComparesWithTheReferences(t *testing.T) {
+	s := spec(1)
+	s.Load = 0.9
+	tr := GenerateTrace(s)
+	var cds []CDOutcome
+	for _, cd := range tr.CDs {
+		at := cd.At / 18
+		cds = append(cds, CDOutcome{Name: cd.Name, Size: cd.Size, ArrivalTrace: cd.At, Created: fptr(at), AllBound: fptr(at + 1), Departed: fptr(at + 1 + cd.Lifetime/18)})
+	}
+	c := &ConfigResult{Config: "cdplace", Profile: "computedomain-scheduler", CDs: cds, EndSeconds: 250,
+		SampleLog: []Sample{{TraceT: 0, HealthyTrays: 144, AllocTrays: 100, AllocGPUs: 400}}}
+	b := &Bench{TimeScale: 18, HorizonSeconds: 200, Seeds: []uint64{1},
+		Runs: []*Report{{TraceSpec: s, TraceDigest: tr.Digest(), TimeScale: 18, HorizonSeconds: 200, Configs: []*ConfigResult{c}}}}
+	out := t.TempDir()
+	if err := writeBench(out, b, []Trace{tr}); err != nil {
+		t.Fatal(err)
+	}
+	cmp := b.Runs[0].Comparison
+	if cmp == nil || len(cmp.Policies) != 4 || cmp.Policies[0].Policy != "cdplace" || cmp.Policies[1].Policy != "EASY" {
+		t.Fatalf("comparison: %+v", cmp)
+	}
+	// Every domain waited 18 trace seconds (1 s real): the 1–4 median is 18 against EASY's 0.
+	checks := cmp.DoneWhen["cdplace"]
+	if len(checks) != 5 || !checks[0].Holds || checks[4].Holds || !strings.Contains(checks[4].Value, "18 vs 0 s") {
+		t.Errorf("checks: %+v", checks)
+	}
+	summary, err := os.ReadFile(filepath.Join(out, "summary.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Beside the offline references", "| cdplace | 1–4 | 74/74 | 18.0 / 18.0 |", "| EASY | 1–4 |", "median wait 1–4 ≤ 2× EASY's: **FAIL**"} {
+		if !strings.Contains(string(summary), want) {
+			t.Errorf("summary.md lacks %q", want)
+		}
+	}
+	for _, f := range []string{"compare-started.svg", "compare-wait-p95.svg", "summary.md", "placement.json"} {
+		if _, err := os.Stat(filepath.Join(out, "seed-1", f)); err != nil {
+			t.Error(err)
+		}
+	}
+	// A spec that does not give the recorded trace (an older generator): no comparison.
+	b.Runs[0].TraceDigest, b.Runs[0].Comparison = "000000000000", nil
+	if err := writeBench(t.TempDir(), b, nil); err != nil || b.Runs[0].Comparison != nil {
+		t.Errorf("digest mismatch: %v, comparison %v", err, b.Runs[0].Comparison)
+	}
+}
