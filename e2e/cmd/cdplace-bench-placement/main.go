@@ -97,7 +97,7 @@ func main() {
 	flag.IntVar(&o.arrivals, "arrivals", 120, "ComputeDomain arrivals")
 	flag.IntVar(&o.plain, "plain", -1, "plain 4-GPU pods without a ComputeDomain (-1: arrivals/4)")
 	flag.IntVar(&o.failures, "failures", -1, "tray failures (-1: 3 per 8 racks, at least 1)")
-	flag.Float64Var(&o.horizon, "horizon", 3600, "trace length in trace seconds")
+	flag.Float64Var(&o.horizon, "horizon", 3600, "trace length in trace seconds: arrivals come in its first 80%; with -until-done the run goes on past it until every domain has completed")
 	flag.Float64Var(&o.lifetimeHorizon, "lifetime-horizon", 0, "trace seconds that lifetimes and repairs are drawn against (0: -horizon); a soak stretches -horizon and -arrivals and keeps this, so the load stays the same")
 	flag.Float64Var(&o.scale, "time-scale", 18, "trace seconds per real second (3600 at 18: 200 s per configuration)")
 	flag.DurationVar(&o.labelLag, "label-lag", 3*time.Second, "how long the driver's node label outlives a domain's last claim on a node (real time)")

@@ -244,7 +244,8 @@ func (r *runner) after(d time.Duration, fn func()) {
 }
 
 // runConfig replays tr for cfg: a fresh namespace, fleet and Prepare emulator, the trace in real
-// time, a sample every opts.Sample, and at the horizon everything still there withdrawn.
+// time, a sample every opts.Sample, and at the horizon (with opts.UntilDone: once every domain
+// and plain pod has completed, or at opts.Cap) everything still there withdrawn.
 func runConfig(ctx context.Context, env *harness.Env, cfg config, tr Trace, opts runOptions) (*ConfigResult, error) {
 	c := env.CP.Client
 	ns := fmt.Sprintf("pq-s%d-%s", tr.Spec.Seed, cfg.Name)
