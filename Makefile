@@ -216,6 +216,13 @@ bench-placement: scheduler e2e-binaries
 	cd e2e && $(GO) build -o ../$(E2E_BIN)/cdplace-bench-placement ./cmd/cdplace-bench-placement
 	$(E2E_BIN)/cdplace-bench-placement -repo .
 
+## bench-placement-reference: issue 36's offline references only (EASY and conservative backfill
+## with exact runtimes, runtime-blind FIFO; best fit) on seeds 1 and 2 at offered loads 0.7, 0.9
+## and 1.7; no control plane, under a second (target/bench/placement/reference/)
+.PHONY: bench-placement-reference
+bench-placement-reference:
+	cd e2e && $(GO) run ./cmd/cdplace-bench-placement -repo .. -reference-only -seeds 1,2 -load 0.7,0.9,1.7
+
 ## soak: SOAK_MINUTES of bench-placement-rate churn through the shipped cdplace scheduler (seed 1,
 ## 8 racks; bench-placement's trace stretched to that length with its lifetimes and failure rate
 ## kept and 0.6 of its arrival rate: offered load about 0.9, a steady state, where bench-placement's

@@ -56,10 +56,30 @@ func seedDir(out string, seed uint64) string { return filepath.Join(out, fmt.Spr
 func writeBench(out string, b *Bench, traces []Trace) error {
 	for i, rep := range b.Runs {
 		for _, c := range rep.Configs {
-			c.Classes = classResults(c.CDs, rep.HorizonSeconds, rep.TimeScale)
+			end := rep.HorizonSeconds
+			if c.EndSeconds > 0 {
+				end = c.EndSeconds
+			}
+			c.Classes = classResults(c.CDs, end, rep.TimeScale)
 			c.DoneWhen = doneWhen(c, c.Classes)
 		}
 		dir := seedDir(out, rep.TraceSpec.Seed)
+		// The trace is a pure function of its spec: regenerated, it is the one replayed (the
+		// digest says so), and the references are simulated on it.
+		if tr := GenerateTrace(rep.TraceSpec); tr.Digest() == rep.TraceDigest {
+			var live []*PolicyResult
+			for _, c := range rep.Configs {
+				live = append(live, liveResult(c, rep.TimeScale, rep.HorizonSeconds, tr.Window()))
+			}
+			cmp, err := compare(tr, live)
+			if err != nil {
+				return err
+			}
+			rep.Comparison = cmp
+			if err := writeCharts(dir, comparisonCharts(cmp)); err != nil {
+				return err
+			}
+		}
 		if err := writeOutputs(dir, rep); err != nil {
 			return err
 		}
@@ -114,6 +134,19 @@ func classCharts(b *Bench) map[string][]byte {
 	}
 }
 
+// writeCharts writes each named SVG under dir.
+func writeCharts(dir string, charts map[string][]byte) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for name, svg := range charts {
+		if err := os.WriteFile(filepath.Join(dir, name), svg, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func nanIfUnmeasured(v float64) float64 {
 	if !measured(v) {
 		return math.NaN()
@@ -133,6 +166,12 @@ func benchSummary(b *Bench) string {
 	sb.WriteString(classTable(b))
 	sb.WriteString("\n")
 	sb.WriteString(doneWhenTable(b))
+	for _, rep := range b.Runs {
+		if rep.Comparison != nil {
+			sb.WriteString("\nBeside the offline references (issue 36): ")
+			sb.WriteString(comparisonTable(rep.Comparison))
+		}
+	}
 	for _, rep := range b.Runs {
 		sb.WriteString("\n")
 		sb.WriteString(summaryTable(rep))

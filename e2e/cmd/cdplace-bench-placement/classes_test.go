@@ -119,11 +119,32 @@ func TestRunOrderAlternates(t *testing.T) {
 }
 
 func TestParseSeeds(t *testing.T) {
-	if got, err := parseSeeds(" 1, 2 "); err != nil || !reflect.DeepEqual(got, []uint64{1, 2}) {
-		t.Errorf("1,2: %v %v", got, err)
+	never := func() uint64 { t.Fatal("drew a seed"); return 0 }
+	if got, drawn, err := parseSeeds(" 1, 2 ", never); err != nil || !reflect.DeepEqual(got, []uint64{1, 2}) || drawn != nil {
+		t.Errorf("1,2: %v %v %v", got, drawn, err)
+	}
+	// "random" draws again when the draw repeats a seed already listed.
+	draws := []uint64{2, 77}
+	draw := func() uint64 { d := draws[0]; draws = draws[1:]; return d }
+	if got, drawn, err := parseSeeds("1,2,random", draw); err != nil || !reflect.DeepEqual(got, []uint64{1, 2, 77}) || !reflect.DeepEqual(drawn, []uint64{77}) {
+		t.Errorf("1,2,random: %v %v %v", got, drawn, err)
 	}
 	for _, bad := range []string{"", "1,1", "x", "-1"} {
-		if _, err := parseSeeds(bad); err == nil {
+		if _, _, err := parseSeeds(bad, never); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+	if s := randomSeed(); s < 1 || s > 999_999 {
+		t.Errorf("random seed %d", s)
+	}
+}
+
+func TestParseLoads(t *testing.T) {
+	if got, err := parseLoads("0.7, 0.9,1.7"); err != nil || !reflect.DeepEqual(got, []float64{0.7, 0.9, 1.7}) {
+		t.Errorf("%v %v", got, err)
+	}
+	for _, bad := range []string{"", "x", "-0.5", "11", "NaN"} {
+		if _, err := parseLoads(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
 	}

@@ -6,6 +6,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -28,27 +30,54 @@ type config struct {
 	Depth        int    // cliqueReservationDepth in PluginConfig; 0: the shipped default
 }
 
-// parseSeeds reads "1,2" (at least one seed, no repeats).
-func parseSeeds(list string) ([]uint64, error) {
-	var out []uint64
+// parseSeeds reads "1,2" or "1,2,random" (at least one seed, no repeats): each "random" is a
+// seed drawn by draw (again on a repeat), returned in drawn too so the caller can print it.
+func parseSeeds(list string, draw func() uint64) (seeds, drawn []uint64, err error) {
 	seen := map[uint64]bool{}
 	for _, f := range strings.Split(list, ",") {
 		f = strings.TrimSpace(f)
 		if f == "" {
 			continue
 		}
-		n, err := strconv.ParseUint(f, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("seed %q: %w", f, err)
+		var n uint64
+		if f == "random" {
+			for n = draw(); seen[n]; n = draw() {
+			}
+			drawn = append(drawn, n)
+		} else if n, err = strconv.ParseUint(f, 10, 64); err != nil {
+			return nil, nil, fmt.Errorf("seed %q: want a number or \"random\": %w", f, err)
 		}
 		if seen[n] {
-			return nil, fmt.Errorf("seed %d given twice", n)
+			return nil, nil, fmt.Errorf("seed %d given twice", n)
 		}
 		seen[n] = true
-		out = append(out, n)
+		seeds = append(seeds, n)
+	}
+	if len(seeds) == 0 {
+		return nil, nil, errors.New("no seed")
+	}
+	return seeds, drawn, nil
+}
+
+// randomSeed draws a seed short enough to retype: 1 to 999,999.
+func randomSeed() uint64 { return 1 + rand.Uint64N(999_999) }
+
+// parseLoads reads "0.9" or "0.7,0.9,1.7": offered loads, each 0 (as drawn) or in (0, 10].
+func parseLoads(list string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil || v < 0 || v > 10 || math.IsNaN(v) {
+			return nil, fmt.Errorf("load %q: want 0 (as drawn) or a number in (0, 10], e.g. 0.9", f)
+		}
+		out = append(out, v)
 	}
 	if len(out) == 0 {
-		return nil, errors.New("no seed")
+		return nil, errors.New("no load")
 	}
 	return out, nil
 }

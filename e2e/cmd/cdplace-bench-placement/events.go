@@ -74,6 +74,9 @@ func (r *runner) arrivePlain(a PlainArrival) {
 	r.withDeadline(&pod.Spec, a.Lifetime)
 	if _, err := r.c.CoreV1().Pods(r.ns).Create(r.ctx, pod, metav1.CreateOptions{}); err != nil {
 		r.errorf("create pod %s: %v", a.Name, err)
+		r.mu.Lock()
+		rec.err = err.Error()
+		r.mu.Unlock()
 	}
 }
 

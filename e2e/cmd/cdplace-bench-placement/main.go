@@ -25,12 +25,23 @@
 // bound at saturation (see BoundDefinition), and writes placement.json, allocation.csv,
 // allocation.svg (and useful-allocation.svg, waiting.svg, summary.md, trace.json) under
 // -out/seed-N, and placement.json, summary.md and the per-class charts over all seeds under -out.
+// -load makes the trace's offered load (Σ trays × lifetime over the usable tray-seconds of the
+// arrival window) what is asked, by scaling the lifetimes: 0.7 and 0.9 are loads a cluster can
+// sustain, 1.7 (about the load as drawn) the overload case. Arrivals come in the first 80% of
+// -horizon; with -until-done (the default) the run then continues until every domain and plain
+// pod has completed, or -cap, which the report marks (waits then lower bounds). Each seed's trace
+// is also scheduled offline by the clairvoyant references of package reference (EASY backfill,
+// conservative backfill, runtime-blind FIFO; best fit) and the report sets every configuration
+// beside them per size class, with issue 36's "Done when" ratios against EASY; -reference-only
+// does only that, without a control plane, in well under a second per trace.
+//
 // Each domain is submitted as users write it: a ComputeDomain without cdplace's size annotation
 // and an Indexed Job of its size. It exits non-zero when a cdplace configuration split a domain,
 // let one stall part-bound or caused a Prepare refusal (3), or when the run itself failed (1).
 //
 //	go run ./cmd/cdplace-bench-placement -repo ..            # full: 2 seeds × 3 configs, 8 racks, 120 domains, ~25 min
 //	go run ./cmd/cdplace-bench-placement -repo .. -smoke     # CI: 1 seed, 2 racks, 16 domains, ~1 min
+//	go run ./cmd/cdplace-bench-placement -repo .. -reference-only -seeds 1,2,random -load 0.7,0.9,1.7  # references only, < 1 s
 package main
 
 import (
@@ -62,6 +73,10 @@ type options struct {
 	smoke, keepLogs    bool
 	replot             bool
 	deadlineFactor     float64
+	loads              []float64 // 0: the load as drawn
+	untilDone          bool
+	cap                float64 // trace seconds
+	referenceOnly      bool
 }
 
 func main() {
@@ -70,14 +85,19 @@ func main() {
 	flag.StringVar(&o.out, "out", "target/bench/placement", "output directory (relative to -repo unless absolute); -smoke defaults to target/bench/placement-smoke")
 	flag.StringVar(&o.configs, "configs", "baseline,cdplace,cdplace-reserveafter3",
 		"configurations to compare, in order: baseline, cdplace, and cdplace with args set by name parts: -reserve<N> (reserveTraysPerClique), -reserveafter<N> (cliqueReservationAfterSeconds, real seconds), -depth<N> (cliqueReservationDepth), e.g. cdplace-reserveafter3-depth4")
-	seeds := flag.String("seeds", "1,2", "trace seeds, comma-separated; every configuration runs on each (-smoke: the first only)")
+	seeds := flag.String("seeds", "1,2", "trace seeds, comma-separated; \"random\" draws one and prints it (e.g. 1,2,random); every configuration runs on each (-smoke: the first only)")
+	loads := flag.String("load", "0", "offered load the trace is made to have (Σ trays × lifetime over usable trays × arrival window; lifetimes are scaled to it): e.g. 0.7, 0.9 (sustainable) or 1.7 (overload); 0: as drawn (about 1.7 at the default size); a list (0.7,0.9,1.7) only with -reference-only")
+	flag.BoolVar(&o.untilDone, "until-done", true, "after the arrivals, run until every domain and plain pod has completed (or -cap); false: withdraw everything at -horizon")
+	flag.Float64Var(&o.cap, "cap", 0, "with -until-done, end the run this many trace seconds after the start even if domains are left (reported as capped; their waits are then lower bounds); 0: 4 × -horizon")
+	flag.BoolVar(&o.referenceOnly, "reference-only", false, "only simulate the offline references (EASY, conservative backfill, runtime-blind FIFO) on each seed's and load's trace, write their per-class figures and charts under -out/reference, and exit (no control plane; seconds)")
+	labelLagTrace := flag.Float64("label-lag-trace", 0, "the label lag in trace seconds (sets -label-lag to this / -time-scale, so the lag keeps its share of a lifetime at any compression); 0: -label-lag as given")
 	seed := flag.Uint64("seed", 0, "one trace seed (overrides -seeds)")
 	flag.IntVar(&o.racks, "racks", 8, "NVL72 racks, one 18-tray clique each")
 	flag.IntVar(&o.trays, "trays", 18, "trays per clique")
 	flag.IntVar(&o.arrivals, "arrivals", 120, "ComputeDomain arrivals")
 	flag.IntVar(&o.plain, "plain", -1, "plain 4-GPU pods without a ComputeDomain (-1: arrivals/4)")
 	flag.IntVar(&o.failures, "failures", -1, "tray failures (-1: 3 per 8 racks, at least 1)")
-	flag.Float64Var(&o.horizon, "horizon", 3600, "trace length in trace seconds")
+	flag.Float64Var(&o.horizon, "horizon", 3600, "trace length in trace seconds: arrivals come in its first 80%; with -until-done the run goes on past it until every domain has completed")
 	flag.Float64Var(&o.lifetimeHorizon, "lifetime-horizon", 0, "trace seconds that lifetimes and repairs are drawn against (0: -horizon); a soak stretches -horizon and -arrivals and keeps this, so the load stays the same")
 	flag.Float64Var(&o.scale, "time-scale", 18, "trace seconds per real second (3600 at 18: 200 s per configuration)")
 	flag.DurationVar(&o.labelLag, "label-lag", 3*time.Second, "how long the driver's node label outlives a domain's last claim on a node (real time)")
@@ -93,8 +113,19 @@ func main() {
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var err error
-	if o.seeds, err = parseSeeds(*seeds); err != nil {
+	var drawn []uint64
+	if o.seeds, drawn, err = parseSeeds(*seeds, randomSeed); err != nil {
 		fmt.Fprintln(os.Stderr, "cdplace-bench-placement: -seeds:", err)
+		os.Exit(2)
+	}
+	for _, d := range drawn {
+		fmt.Printf("==> -seeds random: drew seed %d (rerun it with -seeds %d)\n", d, d)
+	}
+	if o.loads, err = parseLoads(*loads); err != nil || (len(o.loads) > 1 && !o.referenceOnly) {
+		if err == nil {
+			err = fmt.Errorf("a list of loads needs -reference-only (one load per live run)")
+		}
+		fmt.Fprintln(os.Stderr, "cdplace-bench-placement: -load:", err)
 		os.Exit(2)
 	}
 	switch {
@@ -123,13 +154,22 @@ func main() {
 	if o.plain < 0 {
 		o.plain = o.arrivals / 4
 	}
+	if o.cap <= 0 {
+		o.cap = 4 * o.horizon
+	}
+	if *labelLagTrace > 0 {
+		o.labelLag = time.Duration(*labelLagTrace / o.scale * float64(time.Second))
+	}
 	if o.failures < 0 {
 		o.failures = max(1, o.racks*3/8)
 	}
 	var code int
-	if o.replot {
+	switch {
+	case o.referenceOnly:
+		code, err = referenceOnly(o, os.Stdout)
+	case o.replot:
 		code, err = replot(o)
-	} else {
+	default:
 		code, err = run(o)
 	}
 	if err != nil {
@@ -150,7 +190,8 @@ func run(o options) (code int, err error) {
 	if err != nil {
 		return 2, err
 	}
-	ropts := runOptions{Scale: o.scale, LabelLag: o.labelLag, Sample: o.sample, SatGrace: o.satGrace, StallGrace: o.stallGrace, Progress: o.progress, DeadlineFactor: o.deadlineFactor}
+	ropts := runOptions{Scale: o.scale, LabelLag: o.labelLag, Sample: o.sample, SatGrace: o.satGrace, StallGrace: o.stallGrace, Progress: o.progress,
+		DeadlineFactor: o.deadlineFactor, UntilDone: o.untilDone, Cap: o.cap}
 	horizonReal := o.horizon / o.scale
 	bench := &Bench{
 		Generated: time.Now().UTC().Format(time.RFC3339), Command: strings.Join(os.Args, " "), Smoke: o.smoke,
@@ -159,19 +200,25 @@ func run(o options) (code int, err error) {
 	step := func(format string, a ...any) { fmt.Printf("==> "+format+"\n", a...) }
 	var traces []Trace
 	for _, seed := range o.seeds {
-		spec := TraceSpec{Seed: seed, Racks: o.racks, TraysPerClique: o.trays, Arrivals: o.arrivals, PlainPods: o.plain,
-			Failures: o.failures, Horizon: o.horizon, LifetimeHorizon: o.lifetimeHorizon}
+		spec := o.traceSpec(seed, o.loads[0])
 		tr := GenerateTrace(spec)
 		meanSize, load := tr.Demand()
+		lagShare := o.labelLag.Seconds() * o.scale / medianLifetime(tr)
 		traces = append(traces, tr)
 		bench.Runs = append(bench.Runs, &Report{
 			Generated: bench.Generated, Command: bench.Command, Smoke: o.smoke,
 			TraceDigest: tr.Digest(), TraceSpec: spec, MeanSize: meanSize, OfferedLoad: load, TimeScale: o.scale,
 			HorizonSeconds: horizonReal, LabelLagSeconds: o.labelLag.Seconds(), SampleSeconds: o.sample.Seconds(),
 			SatGraceSeconds: o.satGrace.Seconds(), StallGraceSeconds: o.stallGrace.Seconds(), BoundDefinition: BoundDefinition,
+			LabelLagShare: lagShare,
 		})
-		step("trace %s (seed %d): %d ComputeDomains (mean %.1f trays), %d plain pods, %d tray failures on %d×%d trays; offered load %.2f; %.0f s real per configuration",
-			tr.Digest(), seed, len(tr.CDs), meanSize, len(tr.Plain), len(tr.Failures), o.racks, o.trays, load, horizonReal)
+		until := "withdrawn at the horizon"
+		if o.untilDone {
+			until = fmt.Sprintf("then until every domain completes, cap %.0f s real", o.cap/o.scale)
+		}
+		step("trace %s (seed %d): %d ComputeDomains (mean %.1f trays), %d plain pods, %d tray failures on %d×%d trays; offered load %.2f; arrivals over %.0f s real, %s; label lag %v = %.0f trace s = %.1f%% of the median lifetime (%.0f trace s)",
+			tr.Digest(), seed, len(tr.CDs), meanSize, len(tr.Plain), len(tr.Failures), o.racks, o.trays, load, tr.Window()/o.scale, until,
+			o.labelLag, o.labelLag.Seconds()*o.scale, 100*lagShare, medianLifetime(tr))
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -223,6 +270,9 @@ func run(o options) (code int, err error) {
 				return 1, err
 			}
 			rep.Configs = append(rep.Configs, res)
+			if res.Capped {
+				step("seed %d, %s: capped at %.0f s real with domains left; its waits are lower bounds", tr.Spec.Seed, cfg.Name, res.EndSeconds)
+			}
 			step("seed %d, %s done in %.0fs: %d of %d ComputeDomains started, %d completed, %d splits, %d stalled part-bound, %d Prepare refusals, %d preemptions, allocation/bound at saturation %.1f%% (no-migration bound %.1f%%)",
 				tr.Spec.Seed, cfg.Name, res.WallSeconds, res.CDsStarted, res.CDsArrived, res.CDsCompleted, res.Splits, res.StalledPartBound,
 				res.PrepareRefusals, res.Preemptions, 100*res.AllocOverBound, 100*res.AllocOverNowBound)
@@ -279,6 +329,12 @@ func run(o options) (code int, err error) {
 		return 3, errors.Join(problems...)
 	}
 	return 0, nil
+}
+
+// traceSpec is the trace of seed at load (0: as drawn) with the options' fleet and sizes.
+func (o options) traceSpec(seed uint64, load float64) TraceSpec {
+	return TraceSpec{Seed: seed, Racks: o.racks, TraysPerClique: o.trays, Arrivals: o.arrivals, PlainPods: o.plain,
+		Failures: o.failures, Horizon: o.horizon, LifetimeHorizon: o.lifetimeHorizon, Load: load}
 }
 
 func paths(o options) (root, out string, err error) {

@@ -17,24 +17,29 @@ import (
 
 // Report is placement.json.
 type Report struct {
-	Generated         string          `json:"generated"`
-	Command           string          `json:"command"`
-	Smoke             bool            `json:"smoke"`
-	TraceDigest       string          `json:"traceDigest"`
-	TraceSpec         TraceSpec       `json:"traceSpec"`
-	MeanSize          float64         `json:"meanDomainSizeTrays"`
-	OfferedLoad       float64         `json:"offeredLoad"` // tray-seconds asked / tray-seconds available in the arrival window
-	TimeScale         float64         `json:"timeScale"`   // trace seconds per real second
-	HorizonSeconds    float64         `json:"horizonRealSeconds"`
-	LabelLagSeconds   float64         `json:"labelLagSeconds"`
-	SampleSeconds     float64         `json:"sampleSeconds"`
-	SatGraceSeconds   float64         `json:"satGraceSeconds"`
-	StallGraceSeconds float64         `json:"stallGraceSeconds"`
-	BoundDefinition   string          `json:"boundDefinition"`
-	ControlPlane      float64         `json:"controlPlaneStartSeconds"`
-	WallSeconds       float64         `json:"wallSeconds"`
-	RunOrder          []string        `json:"runOrder,omitempty"` // the order the configurations ran in
-	Configs           []*ConfigResult `json:"configs"`
+	Generated         string    `json:"generated"`
+	Command           string    `json:"command"`
+	Smoke             bool      `json:"smoke"`
+	TraceDigest       string    `json:"traceDigest"`
+	TraceSpec         TraceSpec `json:"traceSpec"`
+	MeanSize          float64   `json:"meanDomainSizeTrays"`
+	OfferedLoad       float64   `json:"offeredLoad"` // tray-seconds asked / tray-seconds available in the arrival window
+	TimeScale         float64   `json:"timeScale"`   // trace seconds per real second
+	HorizonSeconds    float64   `json:"horizonRealSeconds"`
+	LabelLagSeconds   float64   `json:"labelLagSeconds"`
+	SampleSeconds     float64   `json:"sampleSeconds"`
+	SatGraceSeconds   float64   `json:"satGraceSeconds"`
+	StallGraceSeconds float64   `json:"stallGraceSeconds"`
+	BoundDefinition   string    `json:"boundDefinition"`
+	ControlPlane      float64   `json:"controlPlaneStartSeconds"`
+	WallSeconds       float64   `json:"wallSeconds"`
+	RunOrder          []string  `json:"runOrder,omitempty"` // the order the configurations ran in
+	// LabelLagShare: the label lag in trace seconds (labelLagSeconds × timeScale) over the
+	// median domain lifetime: how much of a lifetime the driver's lag is at this compression.
+	LabelLagShare float64 `json:"labelLagShareOfMedianLifetime"`
+	// Comparison: the live configurations beside the offline references on the same trace.
+	Comparison *Comparison     `json:"comparison,omitempty"`
+	Configs    []*ConfigResult `json:"configs"`
 }
 
 // jsonSafe replaces NaN (no started domain) with -1, which encoding/json can write.
@@ -153,16 +158,20 @@ func writeOutputs(dir string, rep *Report) error {
 		}
 	}
 	one := &Bench{TimeScale: rep.TimeScale, Runs: []*Report{rep}}
-	return os.WriteFile(filepath.Join(dir, "summary.md"), []byte(summaryTable(rep)+"\n"+classTable(one)+"\n"+doneWhenTable(one)+"\n"+memoryTable(rep)), 0o644)
+	summary := summaryTable(rep) + "\n" + classTable(one) + "\n" + doneWhenTable(one) + "\n" + memoryTable(rep)
+	if rep.Comparison != nil {
+		summary += "\nBeside the offline references (issue 36): " + comparisonTable(rep.Comparison)
+	}
+	return os.WriteFile(filepath.Join(dir, "summary.md"), []byte(summary), 0o644)
 }
 
 // summaryTable is the markdown table printed at the end and written to summary.md.
 func summaryTable(rep *Report) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d, trace %s: %d racks × %d trays, %d ComputeDomains (mean %.1f trays), %d plain pods, %d tray failures; offered load %.2f; "+
-		"time scale %g (%.0f s real), label lag %gs\n\n",
+		"time scale %g (%.0f s real), label lag %gs (%.1f%% of the median domain lifetime)\n\n",
 		rep.TraceSpec.Seed, rep.TraceDigest, rep.TraceSpec.Racks, rep.TraceSpec.TraysPerClique, rep.TraceSpec.Arrivals, rep.MeanSize,
-		rep.TraceSpec.PlainPods, rep.TraceSpec.Failures, rep.OfferedLoad, rep.TimeScale, rep.HorizonSeconds, rep.LabelLagSeconds)
+		rep.TraceSpec.PlainPods, rep.TraceSpec.Failures, rep.OfferedLoad, rep.TimeScale, rep.HorizonSeconds, rep.LabelLagSeconds, 100*rep.LabelLagShare)
 	b.WriteString("| config | CDs arrived | completed | never started | splits | partial at end | stalled part-bound | Prepare refusals (pods) | stranded GPUs mean / max | GPUs held by partial CDs (mean) | GPU allocation mean | useful allocation mean | saturated samples | alloc / bound at saturation | useful / bound | alloc / lag-aware bound | bound proven optimal | wait median / p95 (s) | wait incl. never started, median / p95 (s, ≥) |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	pct := func(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) }

@@ -131,6 +131,12 @@ type ConfigResult struct {
 	LoadMean                 float64 `json:"load1Mean"` // the machine's mean 1-minute load average during the trace
 	LoadMax                  float64 `json:"load1Max"`
 
+	// EndSeconds: when the run ended, real seconds since the trace started: the horizon, or with
+	// -until-done when every domain had completed, or the cap (Capped: some had not, and the
+	// waits of never-started domains, counted until then, are lower bounds).
+	EndSeconds float64 `json:"endSeconds"`
+	Capped     bool    `json:"capped"`
+
 	Errors    []string    `json:"errors,omitempty"`
 	CDs       []CDOutcome `json:"computeDomains"`
 	SampleLog []Sample    `json:"samples"`
@@ -147,7 +153,8 @@ func (r *runner) result() *ConfigResult {
 	if res.TrayFailures == nil {
 		res.TrayFailures = []*failureRec{}
 	}
-	end := r.start.Add(r.real(r.tr.Spec.Horizon))
+	end := r.end
+	res.EndSeconds = r.since(end)
 	opt := func(t time.Time) *float64 {
 		if t.IsZero() {
 			return nil
@@ -299,7 +306,7 @@ func (r *runner) result() *ConfigResult {
 	res.WaitMedianCensored, res.WaitP95Censored = quantile(censored, 0.5), quantile(censored, 0.95)
 	res.WaitMedianTraceMin = res.WaitMedian * r.opts.Scale / 60
 	res.WaitP95TraceMin = res.WaitP95 * r.opts.Scale / 60
-	res.Classes = classResults(res.CDs, r.real(r.tr.Spec.Horizon).Seconds(), r.opts.Scale)
+	res.Classes = classResults(res.CDs, res.EndSeconds, r.opts.Scale)
 	res.DoneWhen = doneWhen(res, res.Classes)
 	return res
 }

@@ -33,6 +33,11 @@ type runOptions struct {
 	// scheduling cycle).
 	StallGrace time.Duration
 	Progress   time.Duration // how often a progress line is printed
+	// UntilDone: after the horizon, keep running until every domain and plain pod has completed
+	// (or failed to be created), up to Cap trace seconds from the start; false: withdraw
+	// everything at the horizon.
+	UntilDone bool
+	Cap       float64
 	// DeadlineFactor, when positive, gives every pod spec.activeDeadlineSeconds of this many
 	// times its lifetime (real time) plus 5 s, and a 1 s grace period (the time-scaled
 	// equivalent of a real job's 30 s): the runtime bounds EASY backfill reads.
@@ -73,6 +78,7 @@ type plainRec struct {
 	created, boundAt, departedAt time.Time
 	departed, completed, killed  bool
 	preempted                    bool
+	err                          string
 }
 
 type failureRec struct {
@@ -99,6 +105,7 @@ type runner struct {
 
 	mu         sync.Mutex
 	ended      bool
+	end        time.Time // when the run ended (the horizon, every domain done, or the cap)
 	wg         sync.WaitGroup
 	timers     []*time.Timer
 	cds        map[string]*cdRec
@@ -161,6 +168,27 @@ type Sample struct {
 
 func (r *runner) since(t time.Time) float64 { return t.Sub(r.start).Seconds() }
 
+// allDone: every domain and plain pod of the trace has arrived and completed, been killed by a
+// tray failure, or failed to be created.
+func (r *runner) allDone() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.cdOrder) < len(r.tr.CDs) || len(r.plainOrder) < len(r.tr.Plain) {
+		return false
+	}
+	for _, c := range r.cdOrder {
+		if !c.departed && c.err == "" {
+			return false
+		}
+	}
+	for _, p := range r.plainOrder {
+		if !p.departed && p.err == "" {
+			return false
+		}
+	}
+	return true
+}
+
 // withDeadline gives pod spec ps the deadline of a pod living lifetime trace seconds, when
 // DeadlineFactor asks for deadlines. A domain's lifetime counts from its last pod's binding,
 // so the 5 s cover the spread between its first and last pod.
@@ -216,7 +244,8 @@ func (r *runner) after(d time.Duration, fn func()) {
 }
 
 // runConfig replays tr for cfg: a fresh namespace, fleet and Prepare emulator, the trace in real
-// time, a sample every opts.Sample, and at the horizon everything still there withdrawn.
+// time, a sample every opts.Sample, and at the horizon (with opts.UntilDone: once every domain
+// and plain pod has completed, or at opts.Cap) everything still there withdrawn.
 func runConfig(ctx context.Context, env *harness.Env, cfg config, tr Trace, opts runOptions) (*ConfigResult, error) {
 	c := env.CP.Client
 	ns := fmt.Sprintf("pq-s%d-%s", tr.Spec.Seed, cfg.Name)
@@ -306,6 +335,20 @@ func runConfig(ctx context.Context, env *harness.Env, cfg config, tr Trace, opts
 	case <-time.After(time.Until(r.start.Add(horizon))):
 	case <-ctx.Done():
 	}
+	capped := false
+	if opts.UntilDone {
+		limit := r.start.Add(r.real(max(opts.Cap, tr.Spec.Horizon)))
+		for ctx.Err() == nil && !r.allDone() {
+			if time.Now().After(limit) {
+				capped = true
+				break
+			}
+			select {
+			case <-time.After(250 * time.Millisecond):
+			case <-ctx.Done():
+			}
+		}
+	}
 	close(stopSampler)
 	<-samplerDone
 	if ctx.Err() != nil {
@@ -317,12 +360,14 @@ func runConfig(ctx context.Context, env *harness.Env, cfg config, tr Trace, opts
 	r.mu.Lock()
 	r.samples = append(r.samples, final)
 	r.ended = true
+	r.end = time.Now()
 	for _, t := range r.timers {
 		t.Stop()
 	}
 	r.mu.Unlock()
 	r.wg.Wait()
 	res := r.result()
+	res.Capped = capped
 	res.SetupSeconds = setup.Seconds()
 
 	withdrawStart := time.Now()

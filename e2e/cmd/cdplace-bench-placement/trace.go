@@ -24,6 +24,10 @@ type TraceSpec struct {
 	// 0: Horizon). A soak stretches Horizon and Arrivals together and keeps this at the base
 	// horizon, so the offered load stays what it is in the hour-long trace.
 	LifetimeHorizon float64 `json:"lifetimeHorizon,omitempty"`
+	// Load, when positive, is the offered load the trace is made to have (see Demand): every
+	// lifetime (of domains and plain pods) drawn as below is multiplied by Load over the load
+	// drawn, so sizes, arrival times and failures stay as drawn. 0: the load as drawn.
+	Load float64 `json:"load,omitempty"`
 }
 
 // CDArrival is one ComputeDomain: Size trays (Size pods of 4 GPUs each, one per tray), running
@@ -87,6 +91,8 @@ const arrivalWindow = 0.8
 //     the lifetime horizon (H unless set).
 //   - Plain pods the same way, lifetimes L/20 + Exp(mean L/6).
 //   - Tray failures uniformly in [0.2 H, 0.7 H] on distinct trays, each repaired L/6 later.
+//   - With spec.Load set, every lifetime scaled by one factor so that Demand gives spec.Load
+//     (within loadTolerance: lifetimes are rounded to the millisecond).
 func GenerateTrace(spec TraceSpec) Trace {
 	h := spec.Horizon
 	l := h
@@ -132,8 +138,20 @@ func GenerateTrace(spec TraceSpec) Trace {
 		tr.Failures = append(tr.Failures, TrayFailure{At: round(at), Rack: rack, Tray: tray, RepairAfter: round(l / 6)})
 	}
 	sort.SliceStable(tr.Failures, func(i, j int) bool { return tr.Failures[i].At < tr.Failures[j].At })
+	if _, drawn := tr.Demand(); spec.Load > 0 && drawn > 0 {
+		f := spec.Load / drawn
+		for i := range tr.CDs {
+			tr.CDs[i].Lifetime = max(round(tr.CDs[i].Lifetime*f), 0.001)
+		}
+		for i := range tr.Plain {
+			tr.Plain[i].Lifetime = max(round(tr.Plain[i].Lifetime*f), 0.001)
+		}
+	}
 	return tr
 }
+
+// loadTolerance is how far Demand's load may be from a requested TraceSpec.Load.
+const loadTolerance = 0.005
 
 // arrivals returns n sorted times in [0, window): the cumulative sums of n+1 exponential gaps,
 // scaled so the (n+1)th falls on window (the order statistics of uniform arrivals, i.e. a
@@ -165,8 +183,12 @@ func (t Trace) Digest() string {
 	return hex.EncodeToString(sum[:6])
 }
 
-// Demand summarises the offered load: tray-seconds of ComputeDomains and plain pods asked for
-// per trace second of the arrival window, over the fleet's trays.
+// Window is the arrival window in trace seconds: everything arrives in [0, Window).
+func (t Trace) Window() float64 { return arrivalWindow * t.Spec.Horizon }
+
+// Demand summarises the offered load: the tray-seconds of ComputeDomains and plain pods asked
+// for (Σ trays × lifetime), over the usable tray-seconds of the arrival window (the fleet's
+// trays × the window, less the time failed trays are away within it).
 func (t Trace) Demand() (meanSize, offeredLoad float64) {
 	traySecs := 0.0
 	for _, cd := range t.CDs {
@@ -179,9 +201,13 @@ func (t Trace) Demand() (meanSize, offeredLoad float64) {
 	if len(t.CDs) > 0 {
 		meanSize /= float64(len(t.CDs))
 	}
-	trays := float64(t.Spec.Racks * t.Spec.TraysPerClique)
-	if trays > 0 && t.Spec.Horizon > 0 {
-		offeredLoad = traySecs / (arrivalWindow * t.Spec.Horizon) / trays
+	w := t.Window()
+	usable := float64(t.Spec.Racks*t.Spec.TraysPerClique) * w
+	for _, f := range t.Failures {
+		usable -= max(0, math.Min(f.At+f.RepairAfter, w)-math.Min(f.At, w))
+	}
+	if usable > 0 {
+		offeredLoad = traySecs / usable
 	}
 	return meanSize, offeredLoad
 }

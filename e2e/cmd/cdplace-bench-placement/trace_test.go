@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"reflect"
 	"testing"
 )
@@ -107,5 +108,44 @@ func TestTraceLifetimeHorizonKeepsTheLoad(t *testing.T) {
 		if f.RepairAfter != base.Horizon/6 {
 			t.Fatalf("a failure is repaired after %.0f s, want %.0f", f.RepairAfter, base.Horizon/6)
 		}
+	}
+}
+
+// -load makes the trace's offered load what was asked, on any seed, by scaling the lifetimes
+// only: arrivals, sizes and failures stay as drawn.
+func TestTraceHitsTheRequestedLoad(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		drawn := GenerateTrace(spec(seed))
+		for _, load := range []float64{0.7, 0.9, 1.7} {
+			s := spec(seed)
+			s.Load = load
+			tr := GenerateTrace(s)
+			if _, got := tr.Demand(); math.Abs(got-load) > loadTolerance {
+				t.Errorf("seed %d: load %.4f, asked %.1f (tolerance %g)", seed, got, load, loadTolerance)
+			}
+			if len(tr.CDs) != len(drawn.CDs) || !reflect.DeepEqual(tr.Failures, drawn.Failures) {
+				t.Fatalf("seed %d, load %.1f: arrivals or failures changed", seed, load)
+			}
+			for i, cd := range tr.CDs {
+				if cd.At != drawn.CDs[i].At || cd.Size != drawn.CDs[i].Size {
+					t.Fatalf("seed %d, load %.1f: %s changed from %+v to %+v", seed, load, cd.Name, drawn.CDs[i], cd)
+				}
+			}
+		}
+	}
+}
+
+// The offered load is Σ trays × lifetime over the usable tray-seconds of the arrival window:
+// one rack of 2 trays, a window of 80 s (horizon 100), one tray away for 20 s of it.
+func TestDemandCountsUsableTrays(t *testing.T) {
+	tr := Trace{
+		Spec:     TraceSpec{Racks: 1, TraysPerClique: 2, Horizon: 100},
+		CDs:      []CDArrival{{Size: 2, Lifetime: 30}},
+		Plain:    []PlainArrival{{Lifetime: 40}},
+		Failures: []TrayFailure{{At: 70, RepairAfter: 50}}, // away 70–120: 10 s inside the window, 160 − 10 usable
+	}
+	meanSize, load := tr.Demand()
+	if meanSize != 2 || math.Abs(load-100.0/150) > 1e-12 {
+		t.Errorf("mean size %v, load %v; want 2 and 100/150", meanSize, load)
 	}
 }
