@@ -173,6 +173,9 @@ func (s *Scheduler) start(ctx context.Context, extra ...string) error {
 		if exited, err := p.Exited(); exited {
 			return fmt.Errorf("%s exited while starting (%v); log: %s", s.Name, err, p.LogPath)
 		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if resp, err := client.Do(req); err == nil {
 			resp.Body.Close()
