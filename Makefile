@@ -290,7 +290,8 @@ demo: scheduler e2e-binaries
 ## playground: the e2e control plane (workload gates on), a simulated NVL72 fleet, the driver and
 ## kubelet emulators and the cdplace kube-scheduler, to try with kubectl: prints
 ## `export KUBECONFIG=...` once the fleet is ready, runs until Ctrl-C, then stops everything and
-## removes its files. Flags through PLAYGROUND_ARGS, e.g.
+## removes its files. A component that exits meanwhile is started again after a kubelet's
+## CrashLoopBackOff (10 s doubling to 5 min), each exit and restart told. Flags through PLAYGROUND_ARGS, e.g.
 ## make playground PLAYGROUND_ARGS="-racks 4 -cliques-per-rack 2 -trays 9 -workload-gates=false"
 PLAYGROUND_ARGS ?=
 .PHONY: playground

@@ -27,7 +27,9 @@ func (b CrashLoopBackOff) next(last, ran time.Duration) time.Duration {
 
 // Restarter keeps an Env's processes running for the playground: a process of the control plane
 // (etcd, kube-apiserver, kube-controller-manager) or a scheduler that exits is started again with
-// the same arguments after a CrashLoopBackOff wait, and every exit and restart is told through say.
+// the same arguments after a CrashLoopBackOff wait (a scheduler as Scheduler.Restart starts it:
+// without the extra flags of StartSchedulerWithArgs), and every exit and restart is told through
+// say.
 // Tests do not use it: there an exit the test did not cause must fail the test (ControlPlane.Check).
 type Restarter struct {
 	env     *Env
