@@ -19,7 +19,8 @@ LINK_LIBS := -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 GO_HOSTLIB = -ldflags=-X=github.com/cdplace/cdplace/host-shim/go/internal/cdplace.HostLibrary=$(shell sha256sum $(CURDIR)/$(HOSTLIB) | cut -c1-16)
 
 E2E_BIN := target/e2e/bin
-E2E_BINARIES := $(E2E_BIN)/etcd $(E2E_BIN)/kube-apiserver $(E2E_BIN)/kube-controller-manager $(E2E_BIN)/cdplace-demo
+E2E_BINARIES := $(E2E_BIN)/etcd $(E2E_BIN)/kube-apiserver $(E2E_BIN)/kube-controller-manager $(E2E_BIN)/cdplace-demo \
+	$(E2E_BIN)/kube-scheduler-stock
 
 .PHONY: all toolchain guest build scheduler test test-rust test-c test-go test-e2e lint lint-go lint-e2e e2e-binaries bench bench-smoke bench-framework bench-throughput bench-placement bench-e2e-smoke demo explain-demo clean
 
@@ -50,7 +51,7 @@ build: guest
 scheduler: build
 	cp $(GUEST) $(EMBEDDED_GUEST)
 	mkdir -p target/go
-	cd host-shim/go && $(GO) build $(GO_HOSTLIB) -o ../../$(SCHEDULER) ./cmd/kube-scheduler
+	cd host-shim/go && $(GO) build "$(GO_HOSTLIB) $(GO_VERSION_X)" -o ../../$(SCHEDULER) ./cmd/kube-scheduler
 
 ## test: everything CI checks
 test: lint test-rust test-c test-go fuzz-smoke test-e2e bench-smoke bench-e2e-smoke bench-upstream-smoke
@@ -109,6 +110,40 @@ lint: guest
 		{ echo "cdplace-host must not depend on the CLI's kube, clap, serde_yaml, tokio, hyper or rustls"; exit 1; }
 	$(CARGO) clippy --workspace --all-targets --release -- -D warnings
 	$(CARGO) clippy -p cdplace-guest -p cdplace-faulty-guest --target wasm32-wasip2 --profile guest -- -D warnings
+
+## version: cdplace's version has one owner, `version` in Cargo.toml's [workspace.package]
+## (0.37.x: one minor per Kubernetes minor). `make scheduler` stamps k8s.io/component-base/version
+## as upstream's hack/lib/version.sh does: gitVersion v<k8s.io/kubernetes in host-shim/go/go.mod>
+## -cdplace.<ours> (v1.37.2-cdplace.0.37.0), gitMajor/gitMinor from Kubernetes', gitCommit and
+## gitTreeState from git, buildDate the last commit's time (the same tree builds the same binary;
+## GIT_COMMIT, GIT_TREE_STATE and BUILD_DATE override them where there is no .git). Expanded when
+## a recipe runs. e2e/parity_test.go checks every copy of the version.
+CDPLACE_VERSION = $(shell sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
+KUBE_VERSION = $(shell cd host-shim/go && $(GO) list -m -f '{{.Version}}' k8s.io/kubernetes)
+GIT_COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+GIT_TREE_STATE ?= $(shell if [ -z "$$(git status --porcelain 2>/dev/null)" ]; then echo clean; else echo dirty; fi)
+BUILD_DATE ?= $(shell TZ=UTC0 git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null)
+GO_KUBE_VERSION_X = -X=k8s.io/component-base/version.gitMajor=$(word 1,$(subst ., ,$(KUBE_VERSION:v%=%))) \
+	-X=k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(KUBE_VERSION:v%=%)))
+GO_VERSION_X = $(GO_KUBE_VERSION_X) -X=k8s.io/component-base/version.gitVersion=$(KUBE_VERSION)-cdplace.$(CDPLACE_VERSION) \
+	-X=k8s.io/component-base/version.gitCommit=$(GIT_COMMIT) -X=k8s.io/component-base/version.gitTreeState=$(GIT_TREE_STATE) \
+	-X=k8s.io/component-base/version.buildDate=$(BUILD_DATE)
+
+## version / go-version-ldflags: print the version kube-scheduler is stamped with, and the -ldflags
+## value that stamps it (kube-scheduler-config/Dockerfile builds with it)
+.PHONY: version go-version-ldflags
+version:
+	@echo $(KUBE_VERSION)-cdplace.$(CDPLACE_VERSION)
+go-version-ldflags:
+	@echo $(GO_VERSION_X)
+
+## kube-scheduler-stock: upstream's kube-scheduler built from the module the cdplace one links
+## (host-shim/go/go.mod), with upstream's version stamp, for e2e/parity_test.go: the cdplace binary
+## must have every flag and metric family it has
+$(E2E_BIN)/kube-scheduler-stock: host-shim/go/go.mod host-shim/go/go.sum
+	mkdir -p $(E2E_BIN)
+	cd host-shim/go && $(GO) build "-ldflags=$(GO_KUBE_VERSION_X) -X=k8s.io/component-base/version.gitVersion=$(KUBE_VERSION)" \
+		-o ../../$@ k8s.io/kubernetes/cmd/kube-scheduler
 
 ## e2e-binaries: etcd, kube-apiserver and kube-controller-manager from the pinned Go modules
 ## (e2e/go.mod), and the demo; rebuilt only when e2e/go.mod or go.sum change
@@ -262,7 +297,8 @@ demo: scheduler e2e-binaries
 ## playground: the e2e control plane (workload gates on), a simulated NVL72 fleet, the driver and
 ## kubelet emulators and the cdplace kube-scheduler, to try with kubectl: prints
 ## `export KUBECONFIG=...` once the fleet is ready, runs until Ctrl-C, then stops everything and
-## removes its files. Flags through PLAYGROUND_ARGS, e.g.
+## removes its files. A component that exits meanwhile is started again after a kubelet's
+## CrashLoopBackOff (10 s doubling to 5 min), each exit and restart told. Flags through PLAYGROUND_ARGS, e.g.
 ## make playground PLAYGROUND_ARGS="-racks 4 -cliques-per-rack 2 -trays 9 -workload-gates=false"
 PLAYGROUND_ARGS ?=
 .PHONY: playground

@@ -230,7 +230,7 @@ func testChartLintAndTemplate(t *testing.T, bin string) {
 				}
 			}
 			ctr := chartContainer(t, objs)
-			if got := nestedStr(ctr, "image"); got != "ghcr.io/cdplace/kube-scheduler:v0.1.0" {
+			if got := nestedStr(ctr, "image"); got != "ghcr.io/cdplace/kube-scheduler:v0.37.0" {
 				t.Errorf("image %s; want the appVersion tag without a digest", got)
 			}
 			args, _, _ := unstructured.NestedStringSlice(ctr, "args")

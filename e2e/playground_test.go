@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,8 +27,10 @@ import (
 
 // TestPlayground runs cdplace-playground as `make playground` does (a small fleet), waits for its
 // `export KUBECONFIG=` line, runs a Job of a ComputeDomain through the API with that kubeconfig,
-// deletes the namespace (the namespace controller must finish it), then sends SIGTERM and checks
-// that every process the playground started is gone and its temporary directory removed.
+// deletes the namespace (the namespace controller must finish it), kills the scheduler (the
+// playground must say so and start it again after the kubelet's first back-off), runs another
+// ComputeDomain Job through the restarted scheduler, then sends SIGTERM and checks that every
+// process the playground started is gone and its temporary directory removed.
 func TestPlayground(t *testing.T) {
 	bin := os.Getenv("CDPLACE_PLAYGROUND_BIN")
 	if bin == "" {
@@ -111,7 +114,54 @@ func TestPlayground(t *testing.T) {
 		}
 	}
 
-	runJobThroughPlayground(t, export)
+	runJobThroughPlayground(t, export, "try")
+
+	// The scheduler crashes: the playground tells it and starts it again after the kubelet's
+	// first back-off (10 s), and a ComputeDomain Job submitted after goes through the new one.
+	var sched proc
+	for _, p := range children {
+		if strings.HasPrefix(p.comm, "kube-scheduler") {
+			sched = p
+		}
+	}
+	if sched.pid == 0 {
+		t.Fatalf("no kube-scheduler among the playground's processes %v", children)
+	}
+	if err := syscall.Kill(sched.pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	exitLine := regexp.MustCompile(`^==> kube-scheduler computedomain-scheduler exited \(signal: killed\) after running \S+; restart 1 in 10s, at \d\d:\d\d:\d\d \(log: .+computedomain-scheduler\.log\)$`)
+	backLine := "==> kube-scheduler computedomain-scheduler is running again (restart 1)"
+	var told []string
+	if !poll(2*time.Minute, func() bool {
+		out, _ := os.ReadFile(stderrPath)
+		told = nil
+		for _, l := range strings.Split(string(out), "\n") {
+			if exitLine.MatchString(l) || l == backLine {
+				told = append(told, l)
+			}
+		}
+		return len(told) == 2
+	}) {
+		out, _ := os.ReadFile(stderrPath)
+		t.Fatalf("the playground did not tell the scheduler's exit and restart (want a line like %q, then %q):\n%s", exitLine, backLine, out)
+	}
+	t.Logf("%v after the kill, the playground said:\n%s", time.Since(killed).Round(time.Second), strings.Join(told, "\n"))
+	if back := time.Since(killed); back < 10*time.Second {
+		t.Errorf("restarted %v after the kill; the back-off is 10s", back)
+	}
+	var restarted []proc
+	for _, p := range childProcesses(t, cmd.Process.Pid) {
+		if strings.HasPrefix(p.comm, "kube-scheduler") {
+			restarted = append(restarted, p)
+		}
+	}
+	if len(restarted) != 1 || restarted[0].pid == sched.pid {
+		t.Fatalf("kube-scheduler processes after the restart: %v (killed: %v)", restarted, sched)
+	}
+	children = append(children, restarted...)
+	runJobThroughPlayground(t, export, "after-restart")
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -139,8 +189,9 @@ func TestPlayground(t *testing.T) {
 }
 
 // runJobThroughPlayground uses the playground as a user would: the Workload API is served, and a
-// ComputeDomain with a 4-pod Job runs in one clique; then `kubectl delete namespace` finishes.
-func runJobThroughPlayground(t *testing.T, kubeconfig string) {
+// ComputeDomain with a 4-pod Job runs in one clique, in namespace ns; then `kubectl delete
+// namespace` finishes.
+func runJobThroughPlayground(t *testing.T, kubeconfig, ns string) {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -167,7 +218,6 @@ func runJobThroughPlayground(t *testing.T, kubeconfig string) {
 		t.Errorf("the playground does not serve PodGroups (scheduling.k8s.io/v1beta1): %v", err)
 	}
 
-	const ns = "try"
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -295,18 +295,25 @@ func (cp *ControlPlane) RestartComponent(ctx context.Context, name string, kill 
 		return time.Time{}, ctx.Err()
 	case <-time.After(down):
 	}
-	p, err := old.Again()
+	err := cp.startAgain(ctx, i)
+	return time.Now(), err
+}
+
+// startAgain starts the exited process cp.procs[i] again with the same arguments and waits until
+// it is healthy (etcd, kube-apiserver) or started (kube-controller-manager).
+func (cp *ControlPlane) startAgain(ctx context.Context, i int) error {
+	p, err := cp.procs[i].Again()
 	if err != nil {
-		return time.Time{}, err
+		return err
 	}
 	cp.procs[i] = p
-	switch name {
+	switch p.Name {
 	case "etcd":
 		err = waitHTTP(ctx, p, cp.etcdURL+"/health", "", nil, 60*time.Second)
 	case "kube-apiserver":
 		err = waitHTTP(ctx, p, cp.URL+"/readyz", cp.pki.adminToken, cp.pki.caPEM, 120*time.Second)
 	}
-	return time.Now(), err
+	return err
 }
 
 // Stop ends every process, the schedulers first, then the newest first.

@@ -178,6 +178,21 @@ func ScrapeCounters(ctx context.Context, url string, families ...string) (Counte
 	return scrapeValues(ctx, url, dto.MetricType_COUNTER, func(m *dto.Metric) float64 { return m.GetCounter().GetValue() }, families)
 }
 
+// MetricFamilies lists the names of the metric families url exposes now (a family appears with
+// its first series), sorted.
+func MetricFamilies(ctx context.Context, url string) ([]string, error) {
+	parsed, err := scrape(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(parsed))
+	for name := range parsed {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
 // scrape reads a /metrics endpoint (the scheduler's self-signed loopback HTTPS) into its
 // metric families.
 func scrape(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {

@@ -22,6 +22,8 @@ type Process struct {
 	cmd     *exec.Cmd
 	done    chan struct{}
 	err     error
+	// started and ended (set before done closes) time the run.
+	started, ended time.Time
 }
 
 // StartProcess runs bin with args, logging to dir/name.log (appended, so a restarted process keeps
@@ -48,9 +50,11 @@ func StartProcessEnv(dir, name, bin string, env []string, args ...string) (*Proc
 		_ = logFile.Close()
 		return nil, fmt.Errorf("start %s (%s): %w", name, bin, err)
 	}
-	p := &Process{Name: name, LogPath: logPath, dir: dir, bin: bin, args: args, env: env, cmd: cmd, done: make(chan struct{})}
+	p := &Process{Name: name, LogPath: logPath, dir: dir, bin: bin, args: args, env: env, cmd: cmd,
+		done: make(chan struct{}), started: time.Now()}
 	go func() {
 		p.err = cmd.Wait()
+		p.ended = time.Now()
 		_ = logFile.Close()
 		close(p.done)
 	}()
@@ -65,6 +69,14 @@ func (p *Process) Exited() (bool, error) {
 	default:
 		return false, nil
 	}
+}
+
+// Ran is how long the process ran, once it has exited (0 before).
+func (p *Process) Ran() time.Duration {
+	if exited, _ := p.Exited(); !exited {
+		return 0
+	}
+	return p.ended.Sub(p.started)
 }
 
 // Stop sends SIGTERM to the process group and SIGKILL after grace.

@@ -123,6 +123,12 @@ func (cp *ControlPlane) StartScheduler(ctx context.Context, name string, config 
 // container args. It waits for /healthz as StartScheduler does. A Restart of the returned
 // scheduler starts it without the extra flags.
 func (cp *ControlPlane) StartSchedulerWithArgs(ctx context.Context, name string, config []byte, args []string) (*Scheduler, error) {
+	return cp.StartSchedulerBinary(ctx, name, cp.Bin.Scheduler, config, args)
+}
+
+// StartSchedulerBinary is StartSchedulerWithArgs with another kube-scheduler binary than the
+// control plane's (e.g. upstream's stock build).
+func (cp *ControlPlane) StartSchedulerBinary(ctx context.Context, name, bin string, config []byte, args []string) (*Scheduler, error) {
 	path := filepath.Join(cp.Dir, name+".yaml")
 	if err := os.WriteFile(path, config, 0o600); err != nil {
 		return nil, err
@@ -131,7 +137,7 @@ func (cp *ControlPlane) StartSchedulerWithArgs(ctx context.Context, name string,
 	if err != nil {
 		return nil, err
 	}
-	s := &Scheduler{Name: name, ConfigPath: path, Port: port, bin: cp.Bin.Scheduler, dir: cp.Dir, gates: cp.FeatureGates}
+	s := &Scheduler{Name: name, ConfigPath: path, Port: port, bin: bin, dir: cp.Dir, gates: cp.FeatureGates}
 	if err := s.start(ctx, args...); err != nil {
 		return nil, err
 	}
@@ -166,6 +172,9 @@ func (s *Scheduler) start(ctx context.Context, extra ...string) error {
 	for time.Now().Before(deadline) {
 		if exited, err := p.Exited(); exited {
 			return fmt.Errorf("%s exited while starting (%v); log: %s", s.Name, err, p.LogPath)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if resp, err := client.Do(req); err == nil {

@@ -2,7 +2,9 @@
 // kube-controller-manager with the controllers a user expects, the cdplace kube-scheduler with the
 // shipped configuration), a simulated fleet of NVL72 racks and the emulated NVIDIA DRA driver and
 // kubelet, prints `export KUBECONFIG=<path>` and runs until SIGINT or SIGTERM. Then it stops every
-// process it started and removes its temporary directory. `make playground` runs it.
+// process it started and removes its temporary directory. A process that exits meanwhile is
+// started again with a kubelet's CrashLoopBackOff, each exit and restart told on stderr.
+// `make playground` runs it.
 package main
 
 import (
@@ -99,7 +101,10 @@ func run(root string, spec harness.FleetSpec, gates, keep bool) (err error) {
 	fmt.Printf("# pods with schedulerName: %s go through cdplace; try kubectl apply -f %s; Ctrl-C stops the playground\n",
 		harness.Cdplace, filepath.Join(root, "kube-scheduler-config", "examples", "computedomain-job.yaml"))
 
-	// Run until a signal, or until a process of the control plane dies.
+	// Run until a signal. A process that exits (etcd, kube-apiserver, kube-controller-manager or
+	// the scheduler) is started again after the kubelet's CrashLoopBackOff wait, as its pod would
+	// be in a cluster: 10 s, doubling to 5 min, reset after 10 min of running.
+	restarter := harness.NewRestarter(env, harness.KubeletBackOff, say)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -108,14 +113,7 @@ func run(root string, spec harness.FleetSpec, gates, keep bool) (err error) {
 			stopSignals()
 			return nil
 		case <-tick.C:
-			if err := env.CP.Check(); err != nil {
-				return err
-			}
-			for _, s := range []*harness.Scheduler{env.Cdplace} {
-				if !s.Running() {
-					return fmt.Errorf("%s exited; log: %s", s.Name, s.LogPath())
-				}
-			}
+			restarter.Check(sigCtx)
 		}
 	}
 }

@@ -30,7 +30,10 @@ import (
 // reason and note said per domain are kept, so a repeat is not said again. The memory of a
 // domain is dropped when its ComputeDomain leaves the view (deleted).
 //   - Waiting (Normal): a domain that has not started waits; the note says the trays it needs in
-//     one clique, the best clique and what it offers, and its size with the size's source.
+//     one clique, the best clique and what it offers, and its size with the size's source. Said
+//     again every waitingEventRefresh while the domain still waits with the same note: the API
+//     server deletes an Event an hour after it was last written (kube-apiserver --event-ttl), and
+//     a large domain can wait for hours, which `kubectl describe computedomain` must still show.
 //   - Placed (Normal): every pod of its size is reserved or bound; the note names the clique and
 //     the trays.
 //   - Preempted (Normal): gang preemption evicted the domain whole (preempt.go).
@@ -52,6 +55,14 @@ const fleetMaxAge = 5 * time.Second
 // fleetCostFactor: the background refresh waits this many times its last status call's time.
 const fleetCostFactor = 1000
 
+// waitingEventRefresh is how often an unchanged Waiting Event is said again while its domain
+// still waits: half of kube-apiserver's default --event-ttl (1 h), so a waiting domain always has
+// a live Waiting Event even if one write is late. Said again after client-go's event recorder
+// has closed the Event's series (6 minutes without a repeat), it is a new Event object with a
+// fresh TTL. The alternative, a condition in the ComputeDomain's status, would have the scheduler
+// write the status of an object NVIDIA's controller owns.
+const waitingEventRefresh = 30 * time.Minute
+
 // Event reasons on ComputeDomains.
 const (
 	eventWaiting   = "Waiting"
@@ -59,8 +70,11 @@ const (
 	eventPreempted = "Preempted"
 )
 
-// said is the last Event said on a domain.
-type said struct{ reason, note string }
+// said is the last Event said on a domain, and when it was said (or recorded unsaid).
+type said struct {
+	reason, note string
+	at           time.Time
+}
 
 // fleetState is the last fleet status and what was said on each domain.
 type fleetState struct {
@@ -145,7 +159,7 @@ func (p *Plugin) refreshFleet(ctx context.Context, force bool) {
 	first := p.fleet.last == nil
 	p.fleet.last, p.fleet.at, p.fleet.seq = f, now, seq
 	p.setFleetGauges(f)
-	p.sayFleet(f, !first && p.scheduling.Load())
+	p.sayFleet(f, now, !first && p.scheduling.Load())
 }
 
 // setFleetGauges sets the fleet gauges from a status (p.fleet.mu held).
@@ -183,10 +197,11 @@ func (p *Plugin) setFleetGauges(f *cdplace.Fleet) {
 }
 
 // sayFleet records what changed and, when speak, emits it (p.fleet.mu held): Placed for a
-// running domain, Waiting for a pending one the policy has a note for. Starting, idle and
-// placeable domains say nothing and keep what was said last, so a domain that runs again after a
-// pod was replaced does not say Placed twice.
-func (p *Plugin) sayFleet(f *cdplace.Fleet, speak bool) {
+// running domain, Waiting for a pending one the policy has a note for, and the same Waiting again
+// once waitingEventRefresh has passed since it was said. Starting, idle and placeable domains say
+// nothing and keep what was said last, so a domain that runs again after a pod was replaced does
+// not say Placed twice.
+func (p *Plugin) sayFleet(f *cdplace.Fleet, now time.Time, speak bool) {
 	if p.fleet.said == nil {
 		p.fleet.said = map[string]said{}
 	}
@@ -205,11 +220,12 @@ func (p *Plugin) sayFleet(f *cdplace.Fleet, speak bool) {
 		default:
 			continue
 		}
-		s := said{reason: reason, note: d.Note}
-		if p.fleet.said[d.UID] == s {
+		last, known := p.fleet.said[d.UID]
+		if known && last.reason == reason && last.note == d.Note &&
+			(reason != eventWaiting || now.Sub(last.at) < waitingEventRefresh) {
 			continue
 		}
-		p.fleet.said[d.UID] = s
+		p.fleet.said[d.UID] = said{reason: reason, note: d.Note, at: now}
 		if rec := p.handle.EventRecorder(); speak && rec != nil {
 			rec.Eventf(domainObjectRef(d.Namespace, d.Name, d.UID), nil, v1.EventTypeNormal, reason, "Scheduling", "%s", d.Note)
 		}
@@ -234,7 +250,7 @@ func (p *Plugin) sayPreempted(cd runtime.Object, uid, note string, preemptor *v1
 	if p.fleet.said == nil {
 		p.fleet.said = map[string]said{}
 	}
-	p.fleet.said[uid] = said{reason: eventPreempted, note: note}
+	p.fleet.said[uid] = said{reason: eventPreempted, note: note, at: timeNow()}
 }
 
 // knownDomain is the namespace and name of the ComputeDomain with this UID in the last fleet

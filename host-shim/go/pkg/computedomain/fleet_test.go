@@ -244,3 +244,48 @@ func TestFleetRefreshIsPacedByItsCost(t *testing.T) {
 		t.Errorf("still paced %v after a status call of %v", wait, cost)
 	}
 }
+
+// A domain that waits for hours keeps a live Waiting Event: the API server deletes an Event an
+// hour after its last write (--event-ttl), so the unchanged Waiting is said again every
+// waitingEventRefresh while the domain waits, and not before; Placed is said once.
+func TestWaitingEventIsSaidAgainBeforeTheEventTTL(t *testing.T) {
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	timeNow = func() time.Time { return now }
+	t.Cleanup(func() { timeNow = time.Now })
+	cds := []*unstructured.Unstructured{computeDomain("wait", "uid-wait", 4), computeDomain("run", "uid-run", 1)}
+	objs := []runtime.Object{channelTemplate("wait", "uid-wait"), channelTemplate("run", "uid-run"),
+		boundTo(makePod("web", "", 4), "b-00"), boundTo(cdPod("run", "run-0"), "a-00")}
+	var waitPods []any
+	for i := 0; i < 4; i++ {
+		waitPods = append(waitPods, cdPod("wait", fmt.Sprintf("wait-%d", i)))
+	}
+	e := newEnv(t, "", append(rack("a", 1, 1), rack("b", 2, 4)...), cds, objs...)
+	e.plugin.refreshFleet(e.ctx, true) // the first status only records
+	e.apply(waitPods...)
+	wantCode(t, "wait-0", e.schedule(waitPods[0].(*v1.Pod)).preFilter, fwk.Unschedulable, "needs 4 free trays")
+	waiting := "Normal Waiting ComputeDomain " + ns + "/wait needs 4 trays in one NVLink clique (size 4 from annotation cdplace.nvidia.com/size on ComputeDomain " + ns + "/wait); the best clique, " + clique(2) + ", offers 3"
+	// e.apply put no new Event on run (running since before the first status); wait's first
+	// Waiting comes with the first status after its pods.
+	e.plugin.refreshFleet(e.ctx, true)
+	if got := drain(e); len(got) != 1 || got[0] != waiting {
+		t.Fatalf("first status with wait's pods: events %q, want [%q]", got, waiting)
+	}
+	for _, step := range []struct {
+		after time.Duration
+		want  []string
+	}{
+		{time.Minute, nil},
+		{waitingEventRefresh - time.Minute - time.Second, nil}, // 1 s before the refresh is due
+		{time.Second, []string{waiting}},                       // due: said again
+		{waitingEventRefresh / 2, nil},
+		{waitingEventRefresh / 2, []string{waiting}}, // and again, counted from the last time
+		{3 * waitingEventRefresh, []string{waiting}}, // once per status, however late
+		{time.Second, nil},
+	} {
+		now = now.Add(step.after)
+		e.plugin.refreshFleet(e.ctx, true)
+		if got := drain(e); strings.Join(got, "\n") != strings.Join(step.want, "\n") {
+			t.Fatalf("at %v: events %q, want %q", now.Format(time.TimeOnly), got, step.want)
+		}
+	}
+}
