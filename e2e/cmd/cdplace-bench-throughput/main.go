@@ -194,8 +194,8 @@ func run(c config) (err error) {
 					if r.PrepareRefusals > 0 {
 						refused = fmt.Sprintf(", %d Prepare refusals", r.PrepareRefusals)
 					}
-					fmt.Printf("  %5d trays  %-13s %-23s rep %d: %4d/%4d pods bound in %6.1fs = %6.1f pods/s (attempt p50 %.1f ms, p99 %.1f ms%s)\n",
-						n, kind, p, rep, r.Bound, r.Pods, r.Seconds, r.PodsPerSec, r.AttemptP50, r.AttemptP99, refused)
+					fmt.Printf("  %5d trays  %-13s %-23s rep %d: %4d/%4d pods bound in %6.1fs = %6.1f pods/s (attempt p50 %.1f ms, p99 %.1f ms%s; RSS %.0f MiB before, %.0f after, peak %.0f)\n",
+						n, kind, p, rep, r.Bound, r.Pods, r.Seconds, r.PodsPerSec, r.AttemptP50, r.AttemptP99, refused, r.RSSBeforeMiB, r.RSSMiB, r.PeakRSSMiB)
 					runs = append(runs, r)
 				}
 			}
