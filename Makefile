@@ -182,7 +182,9 @@ deploy-rbac: helm
 ## test-helm: the chart kube-scheduler-config/chart/cdplace-scheduler: helm lint and template in both
 ## modes, the rendered objects applied server-side to the e2e API server, a scheduler started from
 ## the rendered config under the chart's ServiceAccount places a ComputeDomain, and the same with
-## one ClusterRole rule removed does not (e2e/helm_test.go)
+## one ClusterRole rule removed does not (e2e/helm_test.go); the alerts through promtool, the README
+## against helm-docs, and the runbooks (install, test, upgrade, rollback, uninstall) with the helm
+## binary in both modes (e2e/helm_ops_test.go, e2e/helm_lifecycle_test.go)
 test-helm: scheduler e2e-binaries helm promtool helm-docs lint-e2e
 	mkdir -p target/e2e
 	cd e2e && { CDPLACE_HELM_BIN=$(CURDIR)/$(HELM) CDPLACE_PROMTOOL_BIN=$(CURDIR)/$(PROMTOOL) CDPLACE_HELM_DOCS_BIN=$(CURDIR)/$(HELM_DOCS) $(GO) test -count=1 -timeout 15m -v -run '^TestHelm' . \
