@@ -118,9 +118,14 @@ $(E2E_BIN)/etcd: e2e/go.mod e2e/go.sum
 	mkdir -p $(E2E_BIN)
 	cd e2e && $(GO) build -o ../$@ go.etcd.io/etcd/server/v3
 
+# The API server reports the pinned release as its version (/version), as a released binary does
+# (Kubernetes' build stamps it the same way): `helm install` checks a chart's kubeVersion against it.
 $(E2E_BIN)/kube-apiserver: e2e/go.mod e2e/go.sum
 	mkdir -p $(E2E_BIN)
-	cd e2e && $(GO) build -o ../$@ k8s.io/kubernetes/cmd/kube-apiserver
+	cd e2e && v=$$($(GO) list -m -f '{{.Version}}' k8s.io/kubernetes) && \
+	$(GO) build -o ../$@ -ldflags "-X k8s.io/component-base/version.gitVersion=$$v \
+		-X k8s.io/component-base/version.gitMajor=$$(echo $$v | cut -d. -f1 | tr -d v) \
+		-X k8s.io/component-base/version.gitMinor=$$(echo $$v | cut -d. -f2)" k8s.io/kubernetes/cmd/kube-apiserver
 
 $(E2E_BIN)/kube-controller-manager: e2e/go.mod e2e/go.sum
 	mkdir -p $(E2E_BIN)

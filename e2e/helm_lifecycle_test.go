@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cdplace/cdplace/e2e/harness"
@@ -154,8 +155,16 @@ func (l *lifecycle) helmTest() {
 			} else if code, err := getReadyz(ctx, l.sched.Port); err != nil || code != http.StatusOK {
 				phase, note = corev1.PodFailed, fmt.Sprintf("GET /readyz: %d, %v", code, err)
 			}
-			pod.Status.Phase = phase
-			if _, err := pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+			// The scheduler may bind the pod meanwhile: write the phase onto the latest version.
+			if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				cur, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				cur.Status.Phase = phase
+				_, err = pods.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+				return err
+			}); err != nil {
 				note += fmt.Sprintf("; status update: %v", err)
 			}
 			ran <- note

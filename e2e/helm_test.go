@@ -282,8 +282,8 @@ func testChartLintAndTemplate(t *testing.T, bin string) {
 			if got := nestedStr(d.Object, "spec", "template", "spec", "priorityClassName"); got != helmRelease+"-critical" {
 				t.Errorf("priorityClassName %s; want %s-critical", got, helmRelease)
 			}
-			if got := nestedStr(chartObject(t, objs, "PriorityClass", "").Object, "value"); got != "1000000000" {
-				t.Errorf("PriorityClass value %s; want 1000000000", got)
+			if got, _, _ := unstructured.NestedFieldNoCopy(chartObject(t, objs, "PriorityClass", "").Object, "value"); fmt.Sprintf("%.0f", got) != "1000000000" {
+				t.Errorf("PriorityClass value %v; want 1000000000", got)
 			}
 			// singleScheduler replaces the stock scheduler: on the control-plane nodes, amd64 or arm64.
 			pod := d.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
@@ -570,7 +570,7 @@ func chartInstall(t *testing.T, bin, namespace, mode string, edit func([]*unstru
 		t.Errorf("the API server warned about the rendered objects:\n%s", strings.Join(warnings, "\n"))
 	}
 
-	sa := chartObject(t, objs, "ServiceAccount", "").GetName()
+	sa := nestedStr(chartObject(t, objs, "Deployment", helmRelease).Object, "spec", "template", "spec", "serviceAccountName")
 	token, err := env.CP.ServiceAccountToken(ctx, namespace, sa)
 	if err != nil {
 		t.Fatal(err)
