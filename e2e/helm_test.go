@@ -593,9 +593,13 @@ func chartInstall(t *testing.T, bin, namespace, mode string, edit func([]*unstru
 	args = slices.DeleteFunc(args, func(a string) bool {
 		return strings.HasPrefix(a, "--config=") || strings.HasPrefix(a, "--secure-port=")
 	})
-	// The pod runs with kube-scheduler's default paths allowed without authorization; the
-	// harness also allows /metrics, which the pod does not.
-	args = append(args, "--authorization-always-allow-paths=/healthz,/readyz,/livez")
+	// The pod runs with kube-scheduler's default paths allowed without authorization (the
+	// harness also allows /metrics, which the pod does not), and authenticates and authorizes
+	// the other requests through the API server as its ServiceAccount (in a pod, the in-cluster
+	// configuration), with the chart's tokenreviews, subjectaccessreviews and
+	// extension-apiserver-authentication-reader grants.
+	args = append(args, "--authorization-always-allow-paths=/healthz,/readyz,/livez",
+		"--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig)
 	sched, err := env.CP.StartSchedulerWithArgs(ctx, namespace, cfg, args)
 	if err != nil {
 		t.Fatal(err)
