@@ -38,9 +38,9 @@ const helmRelease = "cdplace-scheduler"
 // The memory figures the chart renders by default (values.yaml memory.baseMiB, sized in
 // docs/dev/memory-sizing.md): the limit is baseMiB + 16 instances x 64 MiB, GOMEMLIMIT 90% of baseMiB.
 const (
-	chartBaseMiB     = 1024
-	chartMemoryLimit = "2048Mi"
-	chartGoMemLimit  = "921MiB"
+	chartBaseMiB     = 2048
+	chartMemoryLimit = "3072Mi"
+	chartGoMemLimit  = "1843MiB"
 )
 
 // helmFleet has two 4-tray cliques: a 2-pod domain could be split between them.
