@@ -153,9 +153,14 @@ $(E2E_BIN)/etcd: e2e/go.mod e2e/go.sum
 	mkdir -p $(E2E_BIN)
 	cd e2e && $(GO) build -o ../$@ go.etcd.io/etcd/server/v3
 
+# The API server reports the pinned release as its version (/version), as a released binary does
+# (Kubernetes' build stamps it the same way): `helm install` checks a chart's kubeVersion against it.
 $(E2E_BIN)/kube-apiserver: e2e/go.mod e2e/go.sum
 	mkdir -p $(E2E_BIN)
-	cd e2e && $(GO) build -o ../$@ k8s.io/kubernetes/cmd/kube-apiserver
+	cd e2e && v=$$($(GO) list -m -f '{{.Version}}' k8s.io/kubernetes) && \
+	$(GO) build -o ../$@ -ldflags "-X k8s.io/component-base/version.gitVersion=$$v \
+		-X k8s.io/component-base/version.gitMajor=$$(echo $$v | cut -d. -f1 | tr -d v) \
+		-X k8s.io/component-base/version.gitMinor=$$(echo $$v | cut -d. -f2)" k8s.io/kubernetes/cmd/kube-apiserver
 
 $(E2E_BIN)/kube-controller-manager: e2e/go.mod e2e/go.sum
 	mkdir -p $(E2E_BIN)
@@ -217,13 +222,37 @@ deploy-rbac: helm
 ## test-helm: the chart kube-scheduler-config/chart/cdplace-scheduler: helm lint and template in both
 ## modes, the rendered objects applied server-side to the e2e API server, a scheduler started from
 ## the rendered config under the chart's ServiceAccount places a ComputeDomain, and the same with
-## one ClusterRole rule removed does not (e2e/helm_test.go)
-test-helm: scheduler e2e-binaries helm lint-e2e
+## one ClusterRole rule removed does not (e2e/helm_test.go); the alerts through promtool, the README
+## against helm-docs, and the runbooks (install, test, upgrade, rollback, uninstall) with the helm
+## binary in both modes (e2e/helm_ops_test.go, e2e/helm_lifecycle_test.go)
+test-helm: scheduler e2e-binaries helm promtool helm-docs lint-e2e
 	mkdir -p target/e2e
-	cd e2e && { CDPLACE_HELM_BIN=$(CURDIR)/$(HELM) $(GO) test -count=1 -timeout 15m -v -run '^TestHelm' . \
+	cd e2e && { CDPLACE_HELM_BIN=$(CURDIR)/$(HELM) CDPLACE_PROMTOOL_BIN=$(CURDIR)/$(PROMTOOL) CDPLACE_HELM_DOCS_BIN=$(CURDIR)/$(HELM_DOCS) $(GO) test -count=1 -timeout 15m -v -run '^TestHelm' . \
 		> ../target/e2e/test-helm.log 2>&1; rc=$$?; \
 		grep -E '^ *(--- |ok |FAIL|control plane)' ../target/e2e/test-helm.log; \
 		if [ $$rc -ne 0 ]; then tail -n 150 ../target/e2e/test-helm.log; fi; exit $$rc; }
+
+## promtool / helm-docs: Prometheus' promtool (checks and unit-tests the chart's alert rules) and
+## helm-docs (generates the chart's README.md from values.yaml), each built from the version pinned
+## in a tools module of its own (e2e/tools/promtool, e2e/tools/helm-docs), as helm is; rebuilt when
+## that go.mod or go.sum change. chart-docs: regenerate the chart's README.md (make test-helm checks
+## it is current).
+PROMTOOL := $(E2E_BIN)/promtool
+HELM_DOCS := $(E2E_BIN)/helm-docs
+.PHONY: promtool helm-docs chart-docs
+promtool: $(PROMTOOL)
+helm-docs: $(HELM_DOCS)
+
+$(PROMTOOL): e2e/tools/promtool/go.mod e2e/tools/promtool/go.sum
+	mkdir -p $(E2E_BIN)
+	cd e2e/tools/promtool && $(GO) build -trimpath -o ../../../$@ github.com/prometheus/prometheus/cmd/promtool
+
+$(HELM_DOCS): e2e/tools/helm-docs/go.mod e2e/tools/helm-docs/go.sum
+	mkdir -p $(E2E_BIN)
+	cd e2e/tools/helm-docs && $(GO) build -trimpath -o ../../../$@ github.com/norwoodj/helm-docs/cmd/helm-docs
+
+chart-docs: $(HELM_DOCS)
+	$(HELM_DOCS) --chart-search-root kube-scheduler-config/chart/cdplace-scheduler
 
 lint-e2e:
 	@test -z "$$(cd e2e && gofmt -l .)" || { echo "gofmt would change:"; cd e2e && gofmt -l .; exit 1; }

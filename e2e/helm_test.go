@@ -35,6 +35,14 @@ import (
 // helmRelease is the release name the README uses; the chart's full name is then the release name.
 const helmRelease = "cdplace-scheduler"
 
+// The memory figures the chart renders by default (values.yaml memory.baseMiB, sized in
+// docs/dev/memory-sizing.md): the limit is baseMiB + 16 instances x 64 MiB, GOMEMLIMIT 90% of baseMiB.
+const (
+	chartBaseMiB     = 2048
+	chartMemoryLimit = "3072Mi"
+	chartGoMemLimit  = "1843MiB"
+)
+
 // helmFleet has two 4-tray cliques: a 2-pod domain could be split between them.
 var helmFleet = harness.FleetSpec{Racks: 2, CliquesPerRack: 1, TraysPerClique: 4, GPUsPerTray: 4}
 
@@ -159,6 +167,10 @@ func TestHelmChart(t *testing.T) {
 	t.Run("LintAndTemplate", func(t *testing.T) { testChartLintAndTemplate(t, bin) })
 	t.Run("Refusals", func(t *testing.T) { testChartRefusals(t, bin) })
 	t.Run("DeployRBACIsTheChart", func(t *testing.T) { testDeployRBACIsTheChart(t, bin) })
+	t.Run("SchemaMatchesValues", testChartSchemaMatchesValues)
+	t.Run("ViewerIsWhatTheCLIReads", func(t *testing.T) { testChartViewerIsWhatTheCLIReads(t, bin) })
+	t.Run("AlertRules", func(t *testing.T) { testChartAlertRules(t, bin) })
+	t.Run("READMEIsGenerated", testChartREADMEIsGenerated)
 	if t.Failed() {
 		return
 	}
@@ -199,11 +211,13 @@ func testChartLintAndTemplate(t *testing.T, bin string) {
 	}{
 		{"defaults", nil, func(t *testing.T, objs []*unstructured.Unstructured) {
 			want := []string{
-				"ClusterRole/" + helmRelease, "ClusterRoleBinding/" + helmRelease,
+				"ClusterRole/" + helmRelease, "ClusterRole/" + helmRelease + "-metrics-reader", "ClusterRole/cdplace-viewer",
+				"ClusterRoleBinding/" + helmRelease,
 				"ConfigMap/" + helmRelease + "-config", "Deployment/" + helmRelease,
-				"PodDisruptionBudget/" + helmRelease,
+				"Pod/" + helmRelease + "-test-readyz",
+				"PodDisruptionBudget/" + helmRelease, "PriorityClass/" + helmRelease + "-critical",
 				"Role/" + helmRelease + "-helm-t-leader-election", "RoleBinding/" + helmRelease + "-helm-t-authentication-reader",
-				"RoleBinding/" + helmRelease + "-helm-t-leader-election", "ServiceAccount/" + helmRelease,
+				"RoleBinding/" + helmRelease + "-helm-t-leader-election", "Service/" + helmRelease, "ServiceAccount/" + helmRelease,
 			}
 			if got := objectKinds(objs); !slices.Equal(got, want) {
 				t.Errorf("rendered objects:\n got %v\nwant %v", got, want)
@@ -224,6 +238,8 @@ func testChartLintAndTemplate(t *testing.T, bin string) {
 			for path, want := range map[string]string{
 				"leaderElection.leaderElect": "true", "leaderElection.resourceName": "kube-scheduler",
 				"leaderElection.resourceNamespace": "kube-system", "enableProfiling": "false",
+				// client-go's 50/100 capped ComputeDomain pods at 12.5/s; the chart's own rate.
+				"clientConnection.qps": "300", "clientConnection.burst": "600",
 			} {
 				if got := nestedStr(cfg, strings.Split(path, ".")...); got != want {
 					t.Errorf("config %s = %s; want %s\n%s", path, got, want, raw)
@@ -234,14 +250,20 @@ func testChartLintAndTemplate(t *testing.T, bin string) {
 				t.Errorf("image %s; want the appVersion tag without a digest", got)
 			}
 			args, _, _ := unstructured.NestedStringSlice(ctr, "args")
-			for _, a := range []string{"--config=/etc/cdplace/scheduler-config.yaml", "--profiling=false"} {
-				if !slices.Contains(args, a) {
-					t.Errorf("container args %v lack %s", args, a)
-				}
+			if !slices.Contains(args, "--config=/etc/cdplace/scheduler-config.yaml") {
+				t.Errorf("container args %v lack --config", args)
+			}
+			// --profiling is ignored with --config (enableProfiling: false above is what counts).
+			if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--profiling") }) {
+				t.Errorf("container args %v carry --profiling, which kube-scheduler ignores with --config", args)
+			}
+			// GOMEMLIMIT: 90% of baseMiB, the memory that is Go's (not the guests').
+			if env := nestedStr(ctr, "env"); env != fmt.Sprint([]any{map[string]any{"name": "GOMEMLIMIT", "value": chartGoMemLimit}}) {
+				t.Errorf("container env %s; want GOMEMLIMIT=%s", env, chartGoMemLimit)
 			}
 			// 1024 MiB base + maxPolicyInstances 16 x guestMemoryLimitMiB 64.
-			if got := nestedStr(ctr, "resources", "limits", "memory"); got != "2048Mi" {
-				t.Errorf("memory limit %s; want 2048Mi", got)
+			if got := nestedStr(ctr, "resources", "limits", "memory"); got != chartMemoryLimit {
+				t.Errorf("memory limit %s; want %s (baseMiB + 16 x 64)", got, chartMemoryLimit)
 			}
 			for path, want := range map[string]string{
 				"securityContext.readOnlyRootFilesystem": "true", "securityContext.runAsNonRoot": "true",
@@ -256,8 +278,31 @@ func testChartLintAndTemplate(t *testing.T, bin string) {
 			if got := nestedStr(d.Object, "spec", "replicas"); got != "2" {
 				t.Errorf("replicas %s; want 2", got)
 			}
-			if got := nestedStr(d.Object, "spec", "template", "spec", "priorityClassName"); got != "system-cluster-critical" {
-				t.Errorf("priorityClassName %s; want system-cluster-critical", got)
+			// Outside kube-system the chart's own class (GKE refuses system-cluster-critical there).
+			if got := nestedStr(d.Object, "spec", "template", "spec", "priorityClassName"); got != helmRelease+"-critical" {
+				t.Errorf("priorityClassName %s; want %s-critical", got, helmRelease)
+			}
+			if got, _, _ := unstructured.NestedFieldNoCopy(chartObject(t, objs, "PriorityClass", "").Object, "value"); fmt.Sprintf("%.0f", got) != "1000000000" {
+				t.Errorf("PriorityClass value %v; want 1000000000", got)
+			}
+			// singleScheduler replaces the stock scheduler: on the control-plane nodes, amd64 or arm64.
+			pod := d.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+			if got := nestedStr(pod, "nodeSelector"); got != "map[node-role.kubernetes.io/control-plane:]" {
+				t.Errorf("nodeSelector %s; want the control-plane role", got)
+			}
+			if got := nestedStr(pod, "tolerations"); !strings.Contains(got, "key:node-role.kubernetes.io/control-plane") {
+				t.Errorf("tolerations %s; want the control-plane taint tolerated", got)
+			}
+			if got := nestedStr(pod, "affinity", "nodeAffinity"); !strings.Contains(got, "key:kubernetes.io/arch operator:In values:[amd64 arm64]") {
+				t.Errorf("nodeAffinity %s; want kubernetes.io/arch In [amd64 arm64]", got)
+			}
+			// helm test: /readyz through the Service.
+			tp := chartObject(t, objs, "Pod", helmRelease+"-test-readyz")
+			if got := tp.GetAnnotations()["helm.sh/hook"]; got != "test" {
+				t.Errorf("the test pod's helm.sh/hook is %q; want test", got)
+			}
+			if got := nestedStr(tp.Object, "spec", "containers"); !strings.Contains(got, "https://"+helmRelease+".helm-t.svc:10259/readyz") {
+				t.Errorf("the test pod does not GET the Service's /readyz: %s", got)
 			}
 			if got := nestedStr(chartObject(t, objs, "PodDisruptionBudget", "").Object, "spec", "minAvailable"); got != "1" {
 				t.Errorf("PodDisruptionBudget minAvailable %s; want 1", got)
@@ -279,10 +324,54 @@ func testChartLintAndTemplate(t *testing.T, bin string) {
 			if role := chartObject(t, objs, "Role", helmRelease+"-leader-election"); role.GetNamespace() != "helm-t" {
 				t.Errorf("the leader-election Role is in %q; want the release namespace", role.GetNamespace())
 			}
+			// Beside the stock scheduler, e.g. on a managed control plane: no control-plane selector.
+			pod := chartObject(t, objs, "Deployment", helmRelease).Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+			if pod["nodeSelector"] != nil || pod["tolerations"] != nil {
+				t.Errorf("secondScheduler pods have nodeSelector %v, tolerations %v; want none", pod["nodeSelector"], pod["tolerations"])
+			}
+		}},
+		{"kube-system", []string{"priorityClassName=", "nodePlacement.controlPlane=any", "nodePlacement.architectures={arm64}"}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			// Rendered into helm-t by the loop below; this case renders kube-system itself.
+		}},
+		{"TLS, ServiceMonitor with a CA, alerts, dashboard", []string{
+			"tlsSecretName=sched-tls", "serviceMonitor.enabled=true", "serviceMonitor.tlsConfig.ca.secret.name=sched-ca",
+			"serviceMonitor.tlsConfig.ca.secret.key=ca.crt", "prometheusRule.enabled=true", "grafanaDashboard.enabled=true",
+		}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			ctr := chartContainer(t, objs)
+			args, _, _ := unstructured.NestedStringSlice(ctr, "args")
+			for _, a := range []string{"--tls-cert-file=/etc/cdplace/tls/tls.crt", "--tls-private-key-file=/etc/cdplace/tls/tls.key"} {
+				if !slices.Contains(args, a) {
+					t.Errorf("container args %v lack %s", args, a)
+				}
+			}
+			sm := chartObject(t, objs, "ServiceMonitor", helmRelease)
+			ep := nestedStr(sm.Object, "spec", "endpoints")
+			for _, want := range []string{"authorization:map[credentials:map[key:token name:" + helmRelease + "-metrics-token] type:Bearer]",
+				"ca:map[secret:map[key:ca.crt name:sched-ca]]", "serverName:" + helmRelease + ".helm-t.svc"} {
+				if !strings.Contains(ep, want) {
+					t.Errorf("ServiceMonitor endpoints %s lack %s", ep, want)
+				}
+			}
+			if strings.Contains(ep, "insecureSkipVerify") || strings.Contains(ep, "bearerTokenFile") {
+				t.Errorf("ServiceMonitor endpoints %s: no insecureSkipVerify (not asked for) and no deprecated bearerTokenFile", ep)
+			}
+			sec := chartObject(t, objs, "Secret", helmRelease+"-metrics-token")
+			if nestedStr(sec.Object, "type") != "kubernetes.io/service-account-token" || sec.GetAnnotations()["kubernetes.io/service-account.name"] != helmRelease+"-metrics" {
+				t.Errorf("the metrics token Secret is not the metrics ServiceAccount's token: %v", sec.Object)
+			}
+			crb := chartObject(t, objs, "ClusterRoleBinding", helmRelease+"-metrics-reader")
+			if nestedStr(crb.Object, "roleRef", "name") != helmRelease+"-metrics-reader" {
+				t.Errorf("the metrics ClusterRoleBinding binds %s", nestedStr(crb.Object, "roleRef", "name"))
+			}
+			chartObject(t, objs, "PrometheusRule", helmRelease)
+			cm := chartObject(t, objs, "ConfigMap", helmRelease+"-dashboard")
+			if cm.GetLabels()["grafana_dashboard"] != "1" {
+				t.Errorf("the dashboard ConfigMap's labels %v lack grafana_dashboard: \"1\"", cm.GetLabels())
+			}
 		}},
 		{"digest, gates, ServiceMonitor, one replica, smaller guests", []string{
 			"image.digest=sha256:" + strings.Repeat("ab", 32), "featureGates.GenericWorkload=true",
-			"serviceMonitor.enabled=true", "replicas=1", "plugin.args.guestMemoryLimitMiB=256", "plugin.args.maxPolicyInstances=2",
+			"serviceMonitor.enabled=true", "serviceMonitor.tlsConfig.insecureSkipVerify=true", "replicas=1", "plugin.args.guestMemoryLimitMiB=256", "plugin.args.maxPolicyInstances=2",
 			"plugin.args.imexMode=HostManaged",
 		}, func(t *testing.T, objs []*unstructured.Unstructured) {
 			ctr := chartContainer(t, objs)
@@ -293,8 +382,12 @@ func testChartLintAndTemplate(t *testing.T, bin string) {
 			if !slices.Contains(args, "--feature-gates=GenericWorkload=true") {
 				t.Errorf("container args %v lack --feature-gates=GenericWorkload=true", args)
 			}
-			if got := nestedStr(ctr, "resources", "limits", "memory"); got != "1536Mi" {
-				t.Errorf("memory limit %s; want 1024 + 2 instances x 256 = 1536Mi", got)
+			if got, want := nestedStr(ctr, "resources", "limits", "memory"), fmt.Sprintf("%dMi", chartBaseMiB+2*256); got != want {
+				t.Errorf("memory limit %s; want baseMiB %d + 2 instances x 256 = %s", got, chartBaseMiB, want)
+			}
+			ep := nestedStr(chartObject(t, objs, "ServiceMonitor", helmRelease).Object, "spec", "endpoints")
+			if !strings.Contains(ep, "insecureSkipVerify:true") {
+				t.Errorf("ServiceMonitor endpoints %s: insecureSkipVerify was asked for", ep)
 			}
 			raw, _ := chartSchedulerConfig(t, objs)
 			if !strings.Contains(raw, "imexMode: HostManaged") {
@@ -314,14 +407,32 @@ func testChartLintAndTemplate(t *testing.T, bin string) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			args := []string{"lint", "--strict", chartDir(), "--namespace", "helm-t"}
+			ns := "helm-t"
+			if c.name == "kube-system" {
+				// In kube-system the stock system-cluster-critical class, and no class of the chart's.
+				objs := chartRender(t, bin, "kube-system", c.sets...)
+				d := chartObject(t, objs, "Deployment", helmRelease)
+				if got := nestedStr(d.Object, "spec", "template", "spec", "priorityClassName"); got != "system-cluster-critical" {
+					t.Errorf("priorityClassName %s in kube-system; want system-cluster-critical", got)
+				}
+				for _, o := range objs {
+					if o.GetKind() == "PriorityClass" {
+						t.Errorf("a PriorityClass %s rendered for kube-system", o.GetName())
+					}
+				}
+				pod := d.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+				if pod["nodeSelector"] != nil || !strings.Contains(nestedStr(pod, "affinity"), "values:[arm64]") {
+					t.Errorf("nodePlacement any, arm64 only: nodeSelector %v, affinity %v", pod["nodeSelector"], pod["affinity"])
+				}
+			}
+			args := []string{"lint", "--strict", chartDir(), "--namespace", ns}
 			for _, s := range c.sets {
 				args = append(args, "--set", s)
 			}
 			if out, err := helmRun(t, bin, args...); err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
-			c.check(t, chartRender(t, bin, "helm-t", c.sets...))
+			c.check(t, chartRender(t, bin, ns, c.sets...))
 		})
 	}
 }
@@ -340,10 +451,30 @@ func testChartRefusals(t *testing.T, bin string) {
 		{"leaderElection.leaseName=kube-scheduler", "that is the stock scheduler's lease"},
 		{"schedulerName=default-scheduler", "schedulerName must not be default-scheduler"},
 		{"leaderElection.enabled=false", "replicas without leader election would all schedule at once"},
+		{"unknownKey=1", "additional properties 'unknownKey' not allowed"},
+		{"clientConnection.qps=0", "/clientConnection/qps"},
+		{"extraArgs={--kube-api-qps=100}", "--kube-api-qps is ignored by kube-scheduler when it reads --config, as the chart runs it; set clientConnection.qps instead"},
+		{"extraArgs={--kube-api-burst=100}", "set clientConnection.burst instead"},
+		{"extraArgs={--kubeconfig=/x}", "--kubeconfig is ignored by kube-scheduler when it reads --config"},
+		{"extraArgs={--leader-elect-resource-name=x}", "--leader-elect-resource-name would override the chart's leader election"},
+		{"extraArgs={--feature-gates=A=true}", "--feature-gates is set by the chart from featureGates"},
+		{"extraArgs={--v=4}", "--v is set by the chart from logVerbosity"},
+		{"serviceMonitor.enabled=true", "Prometheus cannot verify the scheduler's certificate"},
+		{"nodePlacement.controlPlane=yes", "/nodePlacement/controlPlane': value must be one of 'auto', 'controlPlane', 'any'"},
+		{"nodePlacement.architectures={s390x}", "/nodePlacement/architectures/0"},
+		{"priorityClass.value=2000000000", "/priorityClass/value': maximum"},
+		{"resources.limits.memory=1100Mi", "leaves 76Mi beside the policy instances' 1024Mi"},
 	} {
 		_, err := helmRun(t, bin, "template", helmRelease, chartDir(), "--set", c.set)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("--set %s: got %v; want an error containing %q", c.set, err, c.want)
+		}
+	}
+	// One Kubernetes minor: the framework the plugin is built against changes every minor.
+	for _, v := range []string{"1.36.4", "1.38.0"} {
+		_, err := helmRun(t, bin, "template", helmRelease, chartDir(), "--kube-version", v)
+		if err == nil || !strings.Contains(err.Error(), "chart requires kubeVersion: >=1.37.0-0 <1.38.0-0") {
+			t.Errorf("--kube-version %s: got %v; want the chart's kubeVersion refusal", v, err)
 		}
 	}
 }
@@ -400,7 +531,7 @@ type chartScheduler struct {
 // there are no kubelets to run the pods), and starts our kube-scheduler binary as the
 // Deployment's container would run: the ConfigMap's configuration (with a kubeconfig instead of
 // the in-cluster one), the container's flags, a token of the chart's ServiceAccount.
-func chartInstall(t *testing.T, bin, namespace, mode string, edit func([]*unstructured.Unstructured)) *chartScheduler {
+func chartInstall(t *testing.T, bin, namespace, mode string, edit func([]*unstructured.Unstructured), sets ...string) *chartScheduler {
 	t.Helper()
 	ctx := context.Background()
 	c := env.CP.Client
@@ -412,7 +543,7 @@ func chartInstall(t *testing.T, bin, namespace, mode string, edit func([]*unstru
 	if _, err := c.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	objs := chartRender(t, bin, namespace, "mode="+mode)
+	objs := chartRender(t, bin, namespace, append([]string{"mode=" + mode}, sets...)...)
 	if edit != nil {
 		edit(objs)
 	}
@@ -420,8 +551,9 @@ func chartInstall(t *testing.T, bin, namespace, mode string, edit func([]*unstru
 	var stored, dry []*unstructured.Unstructured
 	for _, o := range objs {
 		switch o.GetKind() {
-		case "Deployment", "PodDisruptionBudget":
+		case "Deployment", "PodDisruptionBudget", "Pod": // the Pod is the `helm test` hook
 			dry = append(dry, o)
+		case "ServiceMonitor", "PrometheusRule": // no prometheus-operator CRDs here
 		default:
 			stored = append(stored, o)
 		}
@@ -438,7 +570,7 @@ func chartInstall(t *testing.T, bin, namespace, mode string, edit func([]*unstru
 		t.Errorf("the API server warned about the rendered objects:\n%s", strings.Join(warnings, "\n"))
 	}
 
-	sa := chartObject(t, objs, "ServiceAccount", "").GetName()
+	sa := nestedStr(chartObject(t, objs, "Deployment", helmRelease).Object, "spec", "template", "spec", "serviceAccountName")
 	token, err := env.CP.ServiceAccountToken(ctx, namespace, sa)
 	if err != nil {
 		t.Fatal(err)
@@ -461,6 +593,13 @@ func chartInstall(t *testing.T, bin, namespace, mode string, edit func([]*unstru
 	args = slices.DeleteFunc(args, func(a string) bool {
 		return strings.HasPrefix(a, "--config=") || strings.HasPrefix(a, "--secure-port=")
 	})
+	// The pod runs with kube-scheduler's default paths allowed without authorization (the
+	// harness also allows /metrics, which the pod does not), and authenticates and authorizes
+	// the other requests through the API server as its ServiceAccount (in a pod, the in-cluster
+	// configuration), with the chart's tokenreviews, subjectaccessreviews and
+	// extension-apiserver-authentication-reader grants.
+	args = append(args, "--authorization-always-allow-paths=/healthz,/readyz,/livez",
+		"--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig)
 	sched, err := env.CP.StartSchedulerWithArgs(ctx, namespace, cfg, args)
 	if err != nil {
 		t.Fatal(err)
@@ -482,6 +621,8 @@ func chartUninstall(t *testing.T, objs []*unstructured.Unstructured, namespace s
 			err = c.RbacV1().ClusterRoles().Delete(ctx, o.GetName(), metav1.DeleteOptions{})
 		case o.GetKind() == "ClusterRoleBinding":
 			err = c.RbacV1().ClusterRoleBindings().Delete(ctx, o.GetName(), metav1.DeleteOptions{})
+		case o.GetKind() == "PriorityClass":
+			err = c.SchedulingV1().PriorityClasses().Delete(ctx, o.GetName(), metav1.DeleteOptions{})
 		case o.GetKind() == "RoleBinding" && o.GetNamespace() == "kube-system":
 			err = c.RbacV1().RoleBindings("kube-system").Delete(ctx, o.GetName(), metav1.DeleteOptions{})
 		case o.GetKind() == "Role" && o.GetNamespace() == "kube-system":
@@ -525,7 +666,9 @@ func testChartPlaces(t *testing.T, bin, mode string) {
 		// The stock kube-scheduler leads: the replacement must stand by until it stops.
 		stock = holdStockLease(t)
 	}
-	cs := chartInstall(t, bin, "helm-"+short, mode, nil)
+	// The ServiceMonitor's ServiceAccount and binding too (their objects are applied; the
+	// ServiceMonitor itself needs prometheus-operator's CRD).
+	cs := chartInstall(t, bin, "helm-"+short, mode, nil, "serviceMonitor.enabled=true", "serviceMonitor.tlsConfig.insecureSkipVerify=true")
 	s := newScenario(t, "helm-"+short, harness.Cdplace, helmFleet, harness.PrepareOptions{})
 	if stock != nil {
 		s.domain("train", 2, 4)
@@ -569,6 +712,8 @@ func testChartPlaces(t *testing.T, bin, mode string) {
 	if !cs.sched.Running() {
 		t.Fatalf("the chart's scheduler exited; log: %s", cs.sched.LogPath())
 	}
+	// The metric names the alerts and the dashboard query are ones this scheduler exports.
+	testChartMetricNames(t, bin, cs)
 	// The process fits the container's memory limit (baseMiB + maxPolicyInstances x guestMemoryLimitMiB).
 	limit := nestedStr(chartContainer(t, cs.objs), "resources", "limits", "memory")
 	rss, err := cs.sched.RSSBytes()
@@ -591,6 +736,9 @@ func testChartPlaces(t *testing.T, bin, mode string) {
 		}
 		return
 	}
+	// /metrics as the pod serves it (only /healthz, /readyz and /livez without authorization):
+	// the ServiceMonitor's identity may read it, the scheduler's own and nobody else may not.
+	testChartMetricsReader(t, cs)
 	// It leads on its own lease; the stock scheduler's lease was never taken.
 	lease, err := env.CP.Client.CoordinationV1().Leases(cs.namespace).Get(s.ctx, "computedomain-scheduler", metav1.GetOptions{})
 	if err != nil {

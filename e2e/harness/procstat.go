@@ -14,21 +14,28 @@ import (
 
 // RSSBytes is the scheduler process's resident set size (VmRSS in /proc/<pid>/status): what a
 // container memory limit is measured against.
-func (s *Scheduler) RSSBytes() (int64, error) {
+func (s *Scheduler) RSSBytes() (int64, error) { return s.statusBytes("VmRSS") }
+
+// PeakRSSBytes is the most the scheduler process's resident set has been since it started
+// (VmHWM, the "high water mark", in /proc/<pid>/status): what a container memory limit must hold.
+func (s *Scheduler) PeakRSSBytes() (int64, error) { return s.statusBytes("VmHWM") }
+
+// statusBytes reads one kB field of /proc/<pid>/status.
+func (s *Scheduler) statusBytes(field string) (int64, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.PID()))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			kib, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("VmRSS %q: %w", rest, err)
+				return 0, fmt.Errorf("%s %q: %w", field, rest, err)
 			}
 			return kib << 10, nil
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", s.PID())
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, s.PID())
 }
 
 // CPUTime is the CPU time the scheduler process has used so far, every thread's user and system

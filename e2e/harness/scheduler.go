@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -119,7 +121,8 @@ func (cp *ControlPlane) StartScheduler(ctx context.Context, name string, config 
 
 // StartSchedulerWithArgs is StartScheduler with more kube-scheduler flags after the harness's own
 // (--config, --bind-address, --secure-port, --v, --authorization-always-allow-paths and the
-// control plane's --feature-gates; a repeated flag takes the later value), e.g. a Helm chart's
+// control plane's --feature-gates; a repeated flag takes the later value, and an
+// --authorization-always-allow-paths in args replaces the harness's), e.g. a Helm chart's
 // container args. It waits for /healthz as StartScheduler does. A Restart of the returned
 // scheduler starts it without the extra flags.
 func (cp *ControlPlane) StartSchedulerWithArgs(ctx context.Context, name string, config []byte, args []string) (*Scheduler, error) {
@@ -150,9 +153,17 @@ func (cp *ControlPlane) StartSchedulerBinary(ctx context.Context, name, bin stri
 func (s *Scheduler) start(ctx context.Context, extra ...string) error {
 	// /metrics and pprof are readable without a token so the benchmarks can scrape and profile
 	// the scheduler (loopback only).
+	// Unless extra sets them itself (a list flag: a second one would add to the first, not
+	// replace it), e.g. to kube-scheduler's default, which leaves /metrics to authorization.
+	allow := "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/pprof/*"
+	for _, a := range extra {
+		if strings.HasPrefix(a, "--authorization-always-allow-paths=") {
+			allow = a
+		}
+	}
+	extra = slices.DeleteFunc(slices.Clone(extra), func(a string) bool { return a == allow })
 	args := []string{"--config=" + s.ConfigPath,
-		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(s.Port), "--v=2",
-		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/pprof/*"}
+		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(s.Port), "--v=2", allow}
 	if s.gates != "" {
 		args = append(args, "--feature-gates="+s.gates)
 	}

@@ -31,23 +31,25 @@ const (
 )
 
 type config struct {
-	repo     string
-	sizes    []int
-	reps     int
-	cdFrac   float64
-	gpuFrac  float64
-	cpuPods  int
-	out      string
-	kinds    []string
-	timeout  time.Duration
-	keepLogs bool
-	profile  int
-	perf     bool
-	keepPerf bool
-	allNodes bool
-	twin     bool
-	qps      float64
-	burst    int
+	repo string
+	// cdplaceOnly runs the workloads through the cdplace scheduler alone (-cdplace-only).
+	cdplaceOnly bool
+	sizes       []int
+	reps        int
+	cdFrac      float64
+	gpuFrac     float64
+	cpuPods     int
+	out         string
+	kinds       []string
+	timeout     time.Duration
+	keepLogs    bool
+	profile     int
+	perf        bool
+	keepPerf    bool
+	allNodes    bool
+	twin        bool
+	qps         float64
+	burst       int
 	// pluginConfig replaces the cdplace profile's pluginConfig (nil: the shipped one).
 	pluginConfig []byte
 }
@@ -81,6 +83,7 @@ func main() {
 	flag.IntVar(&c.profile, "profile", 0, "seconds of CPU profile to take of each scheduler during its first run of each workload at the largest size (0: none)")
 	flag.BoolVar(&c.keepPerf, "keep-perf", false, "with -perf, keep each run's recording (perf-<profile>-<kind>-<trays>-<rep>.data in -out) for perf report or perf diff")
 	flag.BoolVar(&c.perf, "perf", false, "record each run of each scheduler with perf (perf record -g -p, 499 Hz; Debian's linux-perf) and report the plugin's share of the samples: every thread and language, the steady figure")
+	flag.BoolVar(&c.cdplaceOnly, "cdplace-only", false, "run the workloads through the cdplace scheduler only, not the stock ones (e.g. to measure its memory: each run records its RSS at rest and its peak)")
 	smoke := flag.Bool("smoke", false, "a quick check that the benchmark works: 90 trays, 1 repetition")
 	pluginConfig := flag.String("plugin-config", "", "a YAML file whose list replaces the cdplace profile's pluginConfig (such as kube-scheduler-config/examples/host-managed-args.yaml); empty: the shipped args")
 	flag.Parse()
@@ -171,12 +174,15 @@ func run(c config) (err error) {
 		for rep := 0; rep < c.reps; rep++ {
 			for _, kind := range c.kinds {
 				profiles := []harness.Profile{harness.Cdplace, harness.Baseline}
+				if c.cdplaceOnly {
+					profiles = profiles[:1]
+				}
 				// The twin next to the baseline, so that each pair of the two alternates too.
 				// Neither extra runs ComputeDomain pods (their baseline pods carry its affinity).
-				if c.twin && kind != kindCD {
+				if c.twin && kind != kindCD && !c.cdplaceOnly {
 					profiles = append(profiles, stockTwin)
 				}
-				if c.allNodes && kind != kindCD {
+				if c.allNodes && kind != kindCD && !c.cdplaceOnly {
 					profiles = append(profiles, allNodes)
 				}
 				if rep%2 == 1 {
@@ -194,8 +200,8 @@ func run(c config) (err error) {
 					if r.PrepareRefusals > 0 {
 						refused = fmt.Sprintf(", %d Prepare refusals", r.PrepareRefusals)
 					}
-					fmt.Printf("  %5d trays  %-13s %-23s rep %d: %4d/%4d pods bound in %6.1fs = %6.1f pods/s (attempt p50 %.1f ms, p99 %.1f ms%s)\n",
-						n, kind, p, rep, r.Bound, r.Pods, r.Seconds, r.PodsPerSec, r.AttemptP50, r.AttemptP99, refused)
+					fmt.Printf("  %5d trays  %-13s %-23s rep %d: %4d/%4d pods bound in %6.1fs = %6.1f pods/s (attempt p50 %.1f ms, p99 %.1f ms%s; RSS %.0f MiB before, %.0f after, peak %.0f)\n",
+						n, kind, p, rep, r.Bound, r.Pods, r.Seconds, r.PodsPerSec, r.AttemptP50, r.AttemptP99, refused, r.RSSBeforeMiB, r.RSSMiB, r.PeakRSSMiB)
 					runs = append(runs, r)
 				}
 			}

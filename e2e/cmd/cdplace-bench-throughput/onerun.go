@@ -43,6 +43,10 @@ func oneRun(ctx context.Context, env *harness.Env, extra map[harness.Profile]*ha
 	if !settled {
 		fmt.Printf("  note: the control plane was still busy after %.0fs; %s starts anyway\n", settleWait.Seconds(), ns)
 	}
+	rssBefore, err := sched.RSSBytes()
+	if err != nil {
+		return Run{}, err
+	}
 	cl := env.CP.Client
 	if _, err := cl.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return Run{}, err
@@ -217,9 +221,14 @@ func oneRun(ctx context.Context, env *harness.Env, extra map[harness.Profile]*ha
 	if err != nil {
 		return Run{}, err
 	}
+	peak, err := sched.PeakRSSBytes()
+	if err != nil {
+		return Run{}, err
+	}
 	stopWatch()
 	mu.Lock()
-	r := Run{Trays: trays, Kind: kind, Profile: string(p), Rep: rep, Namespace: ns, SettleSeconds: round(settleWait.Seconds()), Pods: len(pods), Bound: len(boundAt), RSSMiB: round(float64(rss) / (1 << 20))}
+	r := Run{Trays: trays, Kind: kind, Profile: string(p), Rep: rep, Namespace: ns, SettleSeconds: round(settleWait.Seconds()), Pods: len(pods), Bound: len(boundAt), RSSMiB: round(float64(rss) / (1 << 20)),
+		RSSBeforeMiB: round(float64(rssBefore) / (1 << 20)), PeakRSSMiB: round(float64(peak) / (1 << 20))}
 	r.CliquesUsed = cliquesUsed(inf.GetStore().List(), fleet)
 	if share != nil {
 		r.PluginCPU = round(100 * share.OfTotal())

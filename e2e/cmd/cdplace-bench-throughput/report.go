@@ -39,6 +39,10 @@ type Run struct {
 	// RSSMiB is the scheduler process's resident set size right after the run (the fleet and
 	// the run's pods in its caches; cdplace's view, guest instances and owner informers too).
 	RSSMiB float64 `json:"schedulerRSSMiB"`
+	// RSSBeforeMiB is the same just before the run, the fleet synced and the scheduler idle (at
+	// rest); PeakRSSMiB the most it has been since the process started (VmHWM), read after the run.
+	RSSBeforeMiB float64 `json:"schedulerRSSBeforeMiB"`
+	PeakRSSMiB   float64 `json:"schedulerPeakRSSMiB"`
 	// CPUmsPerPod is the scheduler process's CPU time from the first pod's creation until the
 	// last was bound (or the run gave up), per bound pod: the work each profile does for a pod,
 	// steadier than pods/s, which moves with what the API server and etcd take of the same cores.

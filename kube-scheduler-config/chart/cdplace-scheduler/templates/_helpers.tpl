@@ -43,9 +43,9 @@ app.kubernetes.io/part-of: cdplace
 {{- end -}}
 {{- end -}}
 
-{{/* memory.baseMiB + plugin.args.maxPolicyInstances × plugin.args.guestMemoryLimitMiB (the
-plugin's defaults 16 and 512 where unset), in Mi: the most the policy's instances can hold. */}}
-{{- define "cdplace-scheduler.memoryLimit" -}}
+{{/* The policy instances' most memory in MiB: plugin.args.maxPolicyInstances ×
+plugin.args.guestMemoryLimitMiB (the plugin's defaults 16 and 512 where unset). */}}
+{{- define "cdplace-scheduler.guestMiB" -}}
 {{- $guest := 512 -}}
 {{- if and (hasKey .Values.plugin.args "guestMemoryLimitMiB") (not (kindIs "invalid" .Values.plugin.args.guestMemoryLimitMiB)) -}}
 {{- $guest = int .Values.plugin.args.guestMemoryLimitMiB -}}
@@ -54,7 +54,57 @@ plugin's defaults 16 and 512 where unset), in Mi: the most the policy's instance
 {{- if and (hasKey .Values.plugin.args "maxPolicyInstances") (not (kindIs "invalid" .Values.plugin.args.maxPolicyInstances)) -}}
 {{- $instances = int .Values.plugin.args.maxPolicyInstances -}}
 {{- end -}}
-{{- printf "%dMi" (add (int .Values.memory.baseMiB) (mul $instances $guest)) -}}
+{{- mul $instances $guest -}}
+{{- end -}}
+
+{{/* memory.baseMiB + the policy instances' most memory, in Mi. */}}
+{{- define "cdplace-scheduler.memoryLimit" -}}
+{{- printf "%dMi" (add (int .Values.memory.baseMiB) (int (include "cdplace-scheduler.guestMiB" .))) -}}
+{{- end -}}
+
+{{/* GOMEMLIMIT in MiB: goMemLimitPercent of the memory that is Go's, memory.baseMiB (or of a
+resources.limits.memory given in Mi or Gi, less the policy instances' memory); 0 for none. */}}
+{{- define "cdplace-scheduler.goMemLimitMiB" -}}
+{{- $pct := int (default 0 .Values.memory.goMemLimitPercent) -}}
+{{- $base := int .Values.memory.baseMiB -}}
+{{- with .Values.resources.limits -}}
+{{- with .memory -}}
+{{- $q := toString . -}}
+{{- $mi := 0 -}}
+{{- if hasSuffix "Gi" $q -}}{{- $mi = mul (int (trimSuffix "Gi" $q)) 1024 -}}
+{{- else if hasSuffix "Mi" $q -}}{{- $mi = int (trimSuffix "Mi" $q) -}}
+{{- else -}}{{- fail (printf "resources.limits.memory %q: give it in Mi or Gi (the chart derives GOMEMLIMIT from it)" $q) -}}
+{{- end -}}
+{{- $base = sub $mi (int (include "cdplace-scheduler.guestMiB" $)) -}}
+{{- if lt $base 128 -}}
+{{- fail (printf "resources.limits.memory %s leaves %dMi beside the policy instances' %sMi (plugin.args.maxPolicyInstances x guestMemoryLimitMiB); give at least 128Mi more" $q $base (include "cdplace-scheduler.guestMiB" $)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- div (mul $base $pct) 100 -}}
+{{- end -}}
+
+{{/* The pods' PriorityClass: the value, else system-cluster-critical in kube-system, else the
+chart's own when priorityClass.create, else none. */}}
+{{- define "cdplace-scheduler.priorityClassName" -}}
+{{- if .Values.priorityClassName -}}
+{{- .Values.priorityClassName -}}
+{{- else if eq .Release.Namespace "kube-system" -}}
+system-cluster-critical
+{{- else if .Values.priorityClass.create -}}
+{{- printf "%s-critical" (include "cdplace-scheduler.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether the pods go to the control-plane nodes ("true" or ""). */}}
+{{- define "cdplace-scheduler.onControlPlane" -}}
+{{- $p := .Values.nodePlacement.controlPlane -}}
+{{- if or (eq $p "controlPlane") (and (eq $p "auto") (eq .Values.mode "singleScheduler")) -}}true{{- end -}}
+{{- end -}}
+
+{{/* The Service's DNS name, which a TLS certificate for the secure port names. */}}
+{{- define "cdplace-scheduler.serviceHost" -}}
+{{- printf "%s.%s.svc" (include "cdplace-scheduler.fullname" .) .Release.Namespace -}}
 {{- end -}}
 
 {{/* The feature gates as kube-scheduler's --feature-gates value, sorted. */}}
@@ -73,6 +123,34 @@ plugin's defaults 16 and 512 where unset), in Mi: the most the policy's instance
 {{- end -}}
 {{- if and (gt (int .Values.replicas) 1) (not .Values.leaderElection.enabled) -}}
 {{- fail (printf "replicas is %d but leaderElection.enabled is false: replicas without leader election would all schedule at once" (int .Values.replicas)) -}}
+{{- end -}}
+{{- /* Flags kube-scheduler ignores when it reads --config (cmd/kube-scheduler/app/options/deprecated.go),
+and flags the chart sets from its values. */ -}}
+{{- $ignored := dict "--kube-api-qps" "clientConnection.qps" "--kube-api-burst" "clientConnection.burst" "--kube-api-content-type" "nothing (the chart's default, protobuf, is kube-scheduler's)" "--kubeconfig" "nothing (the pod uses its ServiceAccount)" "--profiling" "nothing (profiling stays off: enableProfiling false)" "--contention-profiling" "nothing (profiling stays off)" -}}
+{{- $owned := dict "--config" "the chart's ConfigMap" "--secure-port" "securePort" "--feature-gates" "featureGates" "--v" "logVerbosity" "-v" "logVerbosity" "--tls-cert-file" "tlsSecretName" "--tls-private-key-file" "tlsSecretName" -}}
+{{- range .Values.extraArgs -}}
+{{- $flag := regexReplaceAll "=.*$" . "" -}}
+{{- if hasKey $ignored $flag -}}
+{{- fail (printf "extraArgs: %s is ignored by kube-scheduler when it reads --config, as the chart runs it; set %s instead" $flag (get $ignored $flag)) -}}
+{{- end -}}
+{{- if hasKey $owned $flag -}}
+{{- fail (printf "extraArgs: %s is set by the chart from %s; set that value instead" $flag (get $owned $flag)) -}}
+{{- end -}}
+{{- if or (hasPrefix "--leader-elect" $flag) (hasPrefix "--lock-object" $flag) -}}
+{{- fail (printf "extraArgs: %s would override the chart's leader election (leaderElection.*, and the lease kube-system/kube-scheduler in singleScheduler mode); set leaderElection instead" $flag) -}}
+{{- end -}}
+{{- end -}}
+{{- if and .Values.serviceMonitor.enabled (not .Values.service.enabled) -}}
+{{- fail "serviceMonitor.enabled needs service.enabled: the ServiceMonitor scrapes through the chart's Service" -}}
+{{- end -}}
+{{- if and .Values.serviceMonitor.enabled (not .Values.serviceMonitor.tlsConfig.ca) (not .Values.serviceMonitor.tlsConfig.insecureSkipVerify) -}}
+{{- fail "serviceMonitor: Prometheus cannot verify the scheduler's certificate: set tlsSecretName (a certificate for <release>.<namespace>.svc) and serviceMonitor.tlsConfig.ca (the CA that signed it), or, to scrape without verifying the self-signed default, serviceMonitor.tlsConfig.insecureSkipVerify=true" -}}
+{{- end -}}
+{{- if and .Values.serviceMonitor.enabled (not .Values.serviceMonitor.authorization.credentials.name) (not .Values.serviceMonitor.authorization.createToken) -}}
+{{- fail "serviceMonitor: no token for Prometheus to send: set serviceMonitor.authorization.credentials.name (a Secret with a token allowed get on /metrics) or serviceMonitor.authorization.createToken=true" -}}
+{{- end -}}
+{{- if and .Values.serviceMonitor.enabled .Values.serviceMonitor.authorization.createToken (not .Values.rbac.metricsReader) -}}
+{{- fail "serviceMonitor.authorization.createToken binds the metrics-reader ClusterRole: it needs rbac.metricsReader=true" -}}
 {{- end -}}
 {{- if eq .Values.schedulerName "default-scheduler" -}}
 {{- fail "schedulerName must not be default-scheduler: that is the stock scheduler's profile (mode: singleScheduler serves it beside computedomain-scheduler)" -}}
