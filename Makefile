@@ -406,3 +406,18 @@ test-image-tool:
 crane:
 	mkdir -p $(E2E_BIN)
 	cd e2e/tools/image && $(GO) build -trimpath -o ../../../$(E2E_BIN)/crane github.com/google/go-containerregistry/cmd/crane
+
+## image-repro: reproducibility across checkout paths: builds the image again in a second worktree
+## of HEAD at IMAGE_REPRO_DIR (its own target/, so every Rust and Go output is rebuilt there) and
+## compares the digests with this checkout's; needs a clean checkout (a dirty one names another
+## revision)
+IMAGE_REPRO_DIR ?= /tmp/cdplace-image-repro
+.PHONY: image-repro
+image-repro: image-build
+	@! git status --porcelain -- $(IMAGE_INPUTS) | grep -q . || { echo "image-repro: commit the image's inputs first"; exit 1; }
+	rm -rf $(IMAGE_REPRO_DIR) && git worktree prune
+	git worktree add --detach $(IMAGE_REPRO_DIR) HEAD
+	$(MAKE) -C $(IMAGE_REPRO_DIR) image-build
+	diff $(IMAGE_DIR)/digests.json $(IMAGE_REPRO_DIR)/$(IMAGE_DIR)/digests.json && \
+		echo "image-repro: $(CURDIR) and $(IMAGE_REPRO_DIR) built the same image"
+	git worktree remove --force $(IMAGE_REPRO_DIR)
