@@ -230,8 +230,8 @@ func testChartLintAndTemplate(t *testing.T, bin string) {
 				}
 			}
 			ctr := chartContainer(t, objs)
-			if got := nestedStr(ctr, "image"); got != "ghcr.io/cdplace/kube-scheduler:v0.1.0" {
-				t.Errorf("image %s; want the appVersion tag without a digest", got)
+			if got, want := nestedStr(ctr, "image"), lockedImage(t); got != want {
+				t.Errorf("image %s; want the image make image pinned, %s", got, want)
 			}
 			args, _, _ := unstructured.NestedStringSlice(ctr, "args")
 			for _, a := range []string{"--config=/etc/cdplace/scheduler-config.yaml", "--profiling=false"} {
@@ -278,6 +278,11 @@ func testChartLintAndTemplate(t *testing.T, bin string) {
 			}
 			if role := chartObject(t, objs, "Role", helmRelease+"-leader-election"); role.GetNamespace() != "helm-t" {
 				t.Errorf("the leader-election Role is in %q; want the release namespace", role.GetNamespace())
+			}
+		}},
+		{"the appVersion tag when the digest is emptied", []string{"image.digest="}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			if got := nestedStr(chartContainer(t, objs), "image"); got != "ghcr.io/cdplace/kube-scheduler:v0.1.0" {
+				t.Errorf("image %s; want the appVersion tag", got)
 			}
 		}},
 		{"digest, gates, ServiceMonitor, one replica, smaller guests", []string{

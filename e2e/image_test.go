@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -187,11 +189,15 @@ func TestImageSchedules(t *testing.T) {
 	}
 }
 
-// lockedImage is the image kube-scheduler-config/image.lock pins, as the chart names it by
-// default: repository@index digest.
+// lockedImage is the image the chart names by default: repository@index digest as
+// kube-scheduler-config/image.lock pins it, or before the first `make image-pin` (no lock) the
+// appVersion tag.
 func lockedImage(t *testing.T) string {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(repoRoot, "kube-scheduler-config", "image.lock"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "ghcr.io/cdplace/kube-scheduler:v0.1.0"
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
