@@ -54,7 +54,7 @@ scheduler: build
 	cd host-shim/go && $(GO) build "$(GO_HOSTLIB) $(GO_VERSION_X)" -o ../../$(SCHEDULER) ./cmd/kube-scheduler
 
 ## test: everything CI checks
-test: lint test-rust test-c test-go fuzz-smoke test-e2e bench-smoke bench-e2e-smoke bench-upstream-smoke
+test: lint test-rust test-c test-go fuzz-smoke test-e2e bench-smoke bench-e2e-smoke bench-upstream-smoke test-image-tool
 
 test-rust: build
 	$(CARGO) test --workspace --release
@@ -361,3 +361,135 @@ bench-upstream-smoke: scheduler e2e-binaries
 	cd host-shim/go && $(GO) test $(GO_HOSTLIB) -c -o ../../target/bench/smoke/upstream/schedulerperf.test ./test/schedulerperf
 	cd e2e && $(GO) build -o ../$(E2E_BIN)/cdplace-bench-upstream ./cmd/cdplace-bench-upstream
 	$(E2E_BIN)/cdplace-bench-upstream -repo . -smoke -bin target/bench/smoke/upstream/schedulerperf.test -out target/bench/smoke/upstream
+
+## image: the kube-scheduler OCI image for linux/amd64 and linux/arm64, built without a container
+## engine (issue 34): libcdplace_host.a per architecture (cross-compiled for arm64 with Debian's
+## aarch64-linux-gnu-gcc, paths remapped, in target/image/cargo so the normal build's cache stays),
+## kube-scheduler per architecture (cgo, -trimpath, no build ID or VCS stamp, tag cdplace_image
+## selecting that archive), a base layer from the Debian packages e2e/tools/image/debian.lock pins,
+## assembled with go-containerregistry (e2e/tools/image, cdplace-image build) into target/image/oci
+## (an OCI layout with one image index), target/image/kube-scheduler-<version>.oci.tar (the layout
+## as an oci-archive), kube-scheduler-<version>-linux-<arch>.docker.tar (docker load) and
+## target/image/digests.json. Reproducible: every time in the image is the commit time of
+## IMAGE_REVISION, the last commit that changed an input of the image (not the pin's own commit, so
+## pinning does not change what it pins). Fails when the digests differ from
+## kube-scheduler-config/image.lock; `make image-pin` (or IMAGE_UPDATE_PIN=1) writes the lock and the
+## chart's image.digest instead. image-deps installs what a fresh Debian amd64 machine lacks.
+IMAGE_DIR := target/image
+IMAGE_TOOL := $(IMAGE_DIR)/bin/cdplace-image
+IMAGE_LOCK := kube-scheduler-config/image.lock
+IMAGE_VALUES := kube-scheduler-config/chart/cdplace-scheduler/values.yaml
+IMAGE_DEBS_LOCK := e2e/tools/image/debian.lock
+IMAGE_ARCHES := amd64 arm64
+IMAGE_RUST_amd64 := x86_64-unknown-linux-gnu
+IMAGE_RUST_arm64 := aarch64-unknown-linux-gnu
+IMAGE_CC_amd64 := x86_64-linux-gnu-gcc
+IMAGE_CC_arm64 := aarch64-linux-gnu-gcc
+# The Go toolchain is an input like any other (it compiles kube-scheduler and, in cdplace-image,
+# gzips the layers): `go` fetches this one from the module proxy when the local one differs.
+IMAGE_GO_TOOLCHAIN := go1.26.8
+IMAGE_INPUTS := Cargo.toml Cargo.lock rust-toolchain.toml .cargo wit guest host-shim Makefile e2e/tools/image
+IMAGE_COMMIT = $(shell git rev-list -1 HEAD -- $(IMAGE_INPUTS))
+IMAGE_REVISION = $(IMAGE_COMMIT)$(shell git status --porcelain -- $(IMAGE_INPUTS) | grep -q . && echo -dirty)
+IMAGE_EPOCH = $(shell git log -1 --format=%ct $(IMAGE_COMMIT))
+IMAGE_VERSION = v$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+IMAGE_CARGO_ENV = CARGO_TARGET_DIR=$(IMAGE_DIR)/cargo \
+	RUSTFLAGS="--remap-path-prefix=$(CURDIR)=/cdplace --remap-path-prefix=$(or $(CARGO_HOME),$(HOME)/.cargo)=/cargo" \
+	CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
+IMAGE_UPDATE_PIN ?=
+.PHONY: image image-build image-pin image-deps image-binaries image-check image-test image-debs-update test-image-tool crane
+
+image-deps: toolchain
+	@tc=$$(sed -n 's/^channel = "\(.*\)"/\1/p' rust-toolchain.toml); \
+	rustup target list --toolchain "$$tc" --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu || \
+		rustup target add --toolchain "$$tc" aarch64-unknown-linux-gnu
+	@dpkg --print-foreign-architectures | grep -qx arm64 && command -v aarch64-linux-gnu-gcc >/dev/null && \
+		command -v qemu-aarch64-static >/dev/null && command -v runc >/dev/null && \
+		[ -e /usr/aarch64-linux-gnu/lib/libc.so ] || { \
+		echo "image-deps: adding arm64 to dpkg, installing gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static runc"; \
+		dpkg --add-architecture arm64 && apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static runc; }
+
+$(IMAGE_TOOL): $(wildcard e2e/tools/image/*.go) e2e/tools/image/go.mod e2e/tools/image/go.sum
+	mkdir -p $(dir $@)
+	cd e2e/tools/image && GOTOOLCHAIN=$(IMAGE_GO_TOOLCHAIN) $(GO) build -trimpath -o ../../../$@ .
+
+image-binaries: $(foreach a,$(IMAGE_ARCHES),image-binary-$(a))
+
+# image-binary-<arch>: libcdplace_host.a and kube-scheduler for one architecture.
+image-binary-%: guest image-deps
+	cp $(GUEST) $(EMBEDDED_GUEST)
+	env $(IMAGE_CARGO_ENV) $(CARGO) build --release --locked -p cdplace-host --target $(IMAGE_RUST_$*)
+	mkdir -p $(IMAGE_DIR)/$*
+	cd host-shim/go && GOTOOLCHAIN=$(IMAGE_GO_TOOLCHAIN) CGO_ENABLED=1 GOOS=linux GOARCH=$* CC=$(IMAGE_CC_$*) \
+		$(GO) build -trimpath -buildvcs=false -tags cdplace_image -ldflags "-s -w -buildid= \
+		-X github.com/cdplace/cdplace/host-shim/go/internal/cdplace.HostLibrary=$$(sha256sum \
+		../../$(IMAGE_DIR)/cargo/$(IMAGE_RUST_$*)/release/libcdplace_host.a | cut -c1-16)" \
+		-o ../../$(IMAGE_DIR)/$*/kube-scheduler ./cmd/kube-scheduler
+
+# image-build: the image without the pin check (e2e/kind/run.sh builds a working tree's image).
+image-build: image-binaries $(IMAGE_TOOL)
+	e2e/tools/image/fetch-debs.sh $(IMAGE_DEBS_LOCK) $(IMAGE_DIR)/debs $(IMAGE_DIR)/base
+	$(IMAGE_TOOL) build -epoch $(IMAGE_EPOCH) -version $(IMAGE_VERSION) -revision $(IMAGE_REVISION) -out $(IMAGE_DIR) \
+		$(foreach a,$(IMAGE_ARCHES),-platform linux/$(a)=$(IMAGE_DIR)/base/$(a),$(IMAGE_DIR)/$(a)/kube-scheduler)
+
+image: image-build
+	$(IMAGE_TOOL) pin -digests $(IMAGE_DIR)/digests.json -lock $(IMAGE_LOCK) -values $(IMAGE_VALUES) \
+		$(if $(filter 1 true yes,$(IMAGE_UPDATE_PIN)),-update)
+
+image-pin:
+	$(MAKE) image IMAGE_UPDATE_PIN=1
+
+## image-debs-update: repin debian.lock to the versions apt offers now (security updates)
+image-debs-update: image-deps
+	e2e/tools/image/fetch-debs.sh --update $(IMAGE_DEBS_LOCK) $(IMAGE_DIR)/debs
+
+## image-check: the layout holds the index digests.json names, both images with the config the chart
+## relies on, and a push to a registry (go-containerregistry's in-memory one, as crane push does)
+## keeps the digests; the arm64 binary prints its version under qemu-user with the image's own root
+## filesystem as its libraries (-L); the amd64 one in its root filesystem (chroot: its own loader
+## and glibc) as the image's user
+image-check: image-build
+	cd e2e/tools/image && CDPLACE_IMAGE_OUT=$(CURDIR)/$(IMAGE_DIR) $(GO) test -count=1 -v -run '^Test(BuiltImage|Pushing)' .
+	$(IMAGE_TOOL) rootfs -platform linux/arm64 -out $(IMAGE_DIR)/rootfs/arm64
+	qemu-aarch64-static -L $(IMAGE_DIR)/rootfs/arm64 $(IMAGE_DIR)/rootfs/arm64/usr/local/bin/kube-scheduler --version
+	$(IMAGE_TOOL) rootfs -platform linux/amd64 -out $(IMAGE_DIR)/rootfs/amd64
+	chroot --userspec=65532:65532 $(IMAGE_DIR)/rootfs/amd64 /usr/local/bin/kube-scheduler --version
+
+## image-test: the amd64 image under runc (its root filesystem read-only, its user 65532, its own
+## loader and libraries) as the scheduler of the e2e control plane, placing a ComputeDomain whole
+## (e2e/image_test.go)
+image-test: image-check scheduler e2e-binaries lint-e2e
+	mkdir -p target/e2e
+	cd e2e && { CDPLACE_IMAGE_ROOTFS=$(CURDIR)/$(IMAGE_DIR)/rootfs/amd64 $(GO) test -count=1 -timeout 10m -v -run '^TestImage' . \
+		> ../target/e2e/image-test.log 2>&1; rc=$$?; \
+		grep -E '^ *(--- |ok |FAIL|control plane)|image_test' ../target/e2e/image-test.log; \
+		if [ $$rc -ne 0 ]; then tail -n 100 ../target/e2e/image-test.log; fi; exit $$rc; }
+
+## test-image-tool: cdplace-image's own tests (layers byte-identical whatever the walk order and
+## file times, the pin edits only values.yaml's image block); in `make test`
+test-image-tool:
+	@test -z "$$(cd e2e/tools/image && gofmt -l .)" || { echo "gofmt would change:"; cd e2e/tools/image && gofmt -l .; exit 1; }
+	cd e2e/tools/image && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+## crane: go-containerregistry's crane, from the version e2e/tools/image/go.mod pins, to push the
+## image: crane push target/image/oci <repository>:<version>
+crane:
+	mkdir -p $(E2E_BIN)
+	cd e2e/tools/image && $(GO) build -trimpath -o ../../../$(E2E_BIN)/crane github.com/google/go-containerregistry/cmd/crane
+
+## image-repro: reproducibility across checkout paths: builds the image again in a second worktree
+## of HEAD at IMAGE_REPRO_DIR (its own target/, so every Rust and Go output is rebuilt there) and
+## compares the digests with this checkout's; needs a clean checkout (a dirty one names another
+## revision)
+IMAGE_REPRO_DIR ?= /tmp/cdplace-image-repro
+.PHONY: image-repro
+image-repro: image-build
+	@! git status --porcelain -- $(IMAGE_INPUTS) | grep -q . || { echo "image-repro: commit the image's inputs first"; exit 1; }
+	rm -rf $(IMAGE_REPRO_DIR) && git worktree prune
+	git worktree add --detach $(IMAGE_REPRO_DIR) HEAD
+	$(MAKE) -C $(IMAGE_REPRO_DIR) image-build
+	diff $(IMAGE_DIR)/digests.json $(IMAGE_REPRO_DIR)/$(IMAGE_DIR)/digests.json && \
+		echo "image-repro: $(CURDIR) and $(IMAGE_REPRO_DIR) built the same image"
+	git worktree remove --force $(IMAGE_REPRO_DIR)

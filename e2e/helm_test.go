@@ -246,8 +246,8 @@ func testChartLintAndTemplate(t *testing.T, bin string) {
 				}
 			}
 			ctr := chartContainer(t, objs)
-			if got := nestedStr(ctr, "image"); got != "ghcr.io/cdplace/kube-scheduler:v0.37.0" {
-				t.Errorf("image %s; want the appVersion tag without a digest", got)
+			if got, want := nestedStr(ctr, "image"), lockedImage(t); got != want {
+				t.Errorf("image %s; want the image make image pinned, %s", got, want)
 			}
 			args, _, _ := unstructured.NestedStringSlice(ctr, "args")
 			if !slices.Contains(args, "--config=/etc/cdplace/scheduler-config.yaml") {
@@ -367,6 +367,11 @@ func testChartLintAndTemplate(t *testing.T, bin string) {
 			cm := chartObject(t, objs, "ConfigMap", helmRelease+"-dashboard")
 			if cm.GetLabels()["grafana_dashboard"] != "1" {
 				t.Errorf("the dashboard ConfigMap's labels %v lack grafana_dashboard: \"1\"", cm.GetLabels())
+			}
+		}},
+		{"the appVersion tag when the digest is emptied", []string{"image.digest="}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			if got := nestedStr(chartContainer(t, objs), "image"); got != "ghcr.io/cdplace/kube-scheduler:v0.37.0" {
+				t.Errorf("image %s; want the appVersion tag", got)
 			}
 		}},
 		{"digest, gates, ServiceMonitor, one replica, smaller guests", []string{

@@ -134,12 +134,17 @@ build_image() {
     docker image inspect "$IMAGE" >/dev/null 2>&1 || die "--skip-build, but there is no local image ${IMAGE}"
     log "using the local image ${IMAGE} (--skip-build)"
   else
-    # The repository root is the build context (Rust workspace and Go module); the Dockerfile
-    # uses BuildKit cache mounts.
-    log "building ${IMAGE} (kube-scheduler-config/Dockerfile; the Rust and Go builds take a while)"
-    (cd "$REPO_ROOT" && DOCKER_BUILDKIT=1 docker build -f kube-scheduler-config/Dockerfile -t "$IMAGE" .)
-    docker image inspect "$IMAGE" >/dev/null 2>&1 ||
-      die "built ${IMAGE}, but it is not in the local image store (a buildx builder other than 'docker' needs --load)"
+    # `make image-build` builds the image without a container engine (the working tree's, not
+    # checked against kube-scheduler-config/image.lock) and writes one docker archive per platform.
+    local arch archive loaded
+    case "$(uname -m)" in x86_64) arch=amd64 ;; aarch64 | arm64) arch=arm64 ;; *) die "no image for $(uname -m)" ;; esac
+    log "building the image (make image-build; the Rust and Go builds take a while)"
+    (cd "$REPO_ROOT" && make image-build)
+    archive=$(ls "$REPO_ROOT"/target/image/kube-scheduler-*-linux-"$arch".docker.tar | head -n 1)
+    log "loading ${archive} as ${IMAGE}"
+    loaded=$(docker load -i "$archive" | sed -n 's/^Loaded image: //p' | head -n 1)
+    [[ -n "$loaded" ]] || die "docker load ${archive} named no image"
+    [[ "$loaded" == "$IMAGE" ]] || docker tag "$loaded" "$IMAGE"
   fi
   log "loading ${IMAGE} into the kind nodes"
   kind load docker-image "$IMAGE" --name "$CLUSTER_NAME"

@@ -11,8 +11,14 @@
 package cdplace
 
 /*
+// The archive is the release build's (make scheduler), or with the tag cdplace_image (make image)
+// one per architecture, built with its paths remapped in a target directory of its own
+// (target/image/cargo) so that the normal build's cache stays valid.
 #cgo CFLAGS: -I${SRCDIR}/../../../lib/include
-#cgo LDFLAGS: ${SRCDIR}/../../../../target/release/libcdplace_host.a -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+#cgo !cdplace_image LDFLAGS: ${SRCDIR}/../../../../target/release/libcdplace_host.a
+#cgo cdplace_image,amd64 LDFLAGS: ${SRCDIR}/../../../../target/image/cargo/x86_64-unknown-linux-gnu/release/libcdplace_host.a
+#cgo cdplace_image,arm64 LDFLAGS: ${SRCDIR}/../../../../target/image/cargo/aarch64-unknown-linux-gnu/release/libcdplace_host.a
+#cgo LDFLAGS: -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 #include <stdlib.h>
 #include "cdplace.h"
 */
