@@ -42,10 +42,10 @@ toolchain:
 guest: toolchain
 	$(CARGO) build -p cdplace-guest -p cdplace-faulty-guest --target wasm32-wasip2 --profile guest
 
-## build: the guest, the `cdplace` CLI and libcdplace_host.a, the guest copied beside the CLI
+## build: the guest, then libcdplace_host.a and the `cdplace` CLI (also as `kubectl-cdplace`, the
+## kubectl plugin), which embeds the guest (host-shim/cli/build.rs), so the guest is built first
 build: guest
 	$(CARGO) build --release -p cdplace-host -p cdplace-cli
-	cp $(GUEST) target/release/cdplace_guest.wasm
 
 ## scheduler: kube-scheduler v1.37 with ComputeDomainPlacement (the guest embedded)
 scheduler: build
@@ -337,8 +337,8 @@ playground: scheduler e2e-binaries
 
 ## explain-demo: explain where example ComputeDomain pods may go on a two-rack cluster snapshot
 explain-demo: build
-	target/release/cdplace explain --snapshot examples/snapshot.yaml --pod training/trainer-1
-	target/release/cdplace explain --snapshot examples/snapshot.yaml --pod training/big-0
+	target/release/cdplace explain trainer-1 -n training --snapshot examples/snapshot.yaml
+	target/release/cdplace explain big-0 -n training --snapshot examples/snapshot.yaml
 
 clean:
 	$(CARGO) clean
@@ -493,3 +493,43 @@ image-repro: image-build
 	diff $(IMAGE_DIR)/digests.json $(IMAGE_REPRO_DIR)/$(IMAGE_DIR)/digests.json && \
 		echo "image-repro: $(CURDIR) and $(IMAGE_REPRO_DIR) built the same image"
 	git worktree remove --force $(IMAGE_REPRO_DIR)
+
+## dist: the kubectl plugin as krew archives in target/dist: kubectl-cdplace_linux_amd64.tar.gz
+## (this machine's build, stripped) and, with DIST_ARM64=1, kubectl-cdplace_linux_arm64.tar.gz
+## (cross-built: `rustup target add aarch64-unknown-linux-gnu` and Debian's gcc-aarch64-linux-gnu).
+## The archives are reproducible for a given binary (sorted, owner 0, mtime 0, gzip -n).
+## krew-manifest: kube-scheduler-config/krew/cdplace.yaml from those archives (URIs under
+## KREW_BASE_URL, their sha256). test-krew: krew (pinned in e2e/tools/krew/go.mod) installs the
+## plugin from that manifest and archive, and the installed `kubectl-cdplace` runs (e2e/krew_test.go)
+DIST := target/dist
+CLI_VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+KREW_BASE_URL ?= https://github.com/cdplace/cdplace/releases/download/v$(CLI_VERSION)
+KREW := $(E2E_BIN)/krew
+DIST_ARM64 ?=
+.PHONY: dist krew-manifest krew test-krew
+dist: build
+	rm -rf $(DIST) && mkdir -p $(DIST)/linux_amd64
+	strip -o $(DIST)/linux_amd64/kubectl-cdplace target/release/kubectl-cdplace
+	if [ -n "$(DIST_ARM64)" ]; then \
+		CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+		CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc \
+		$(CARGO) build --release -p cdplace-cli --bin kubectl-cdplace --target aarch64-unknown-linux-gnu && \
+		mkdir -p $(DIST)/linux_arm64 && \
+		aarch64-linux-gnu-strip -o $(DIST)/linux_arm64/kubectl-cdplace target/aarch64-unknown-linux-gnu/release/kubectl-cdplace; \
+	fi
+	for d in $(DIST)/*/; do p=$$(basename $$d); \
+		tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C $$d -cf - kubectl-cdplace \
+			| gzip -n -9 > $(DIST)/kubectl-cdplace_$$p.tar.gz; done
+
+krew-manifest: dist
+	kube-scheduler-config/krew/manifest.sh $(CLI_VERSION) $(KREW_BASE_URL) $(DIST)/kubectl-cdplace_*.tar.gz \
+		> kube-scheduler-config/krew/cdplace.yaml
+
+krew: $(KREW)
+
+$(KREW): e2e/tools/krew/go.mod e2e/tools/krew/go.sum
+	mkdir -p $(E2E_BIN)
+	cd e2e/tools/krew && $(GO) build -trimpath -o ../../../$@ sigs.k8s.io/krew/cmd/krew
+
+test-krew: krew-manifest krew lint-e2e
+	cd e2e && CDPLACE_KREW_BIN=$(CURDIR)/$(KREW) $(GO) test -count=1 -v -run '^TestKrew' .

@@ -1,14 +1,20 @@
-//! cdplace-cli: the `cdplace` command line. It owns reading the cluster (a live one through a
-//! kubeconfig, or snapshots as `kubectl get -o yaml|json` writes them) and rendering reports; every decision comes from the
-//! policy component through `cdplace-host`, exactly as kube-scheduler runs it.
+//! cdplace-cli: the `cdplace` command line, also built as `kubectl-cdplace` so that
+//! `kubectl cdplace ...` runs it. It owns reading the cluster (a live one through a kubeconfig, or
+//! snapshots as `kubectl get -o yaml|json` writes them) and rendering reports; every decision comes
+//! from the policy component through `cdplace-host`, exactly as kube-scheduler runs it. The
+//! component is embedded in the executable ([`EMBEDDED_GUEST`]), so the binary needs nothing
+//! beside it.
 //!
-//! Modules: [`explain`] (`cdplace explain`, and building the view both commands share),
-//! [`status`] (`cdplace status`, the rack map), [`snapshot`] (reading snapshot files), [`live`]
-//! (reading a live cluster through a kubeconfig with kube-rs), [`owners`] (workload owners and
-//! their sizes, which the scheduler's Go adapter resolves).
+//! Modules: [`cli`] (the command line both executables run), [`explain`] (`cdplace explain`, and
+//! building the view both commands share), [`status`] (`cdplace status`, the rack map),
+//! [`output`] (the versioned JSON/YAML documents), [`snapshot`] (reading snapshot files),
+//! [`live`] (reading a live cluster through a kubeconfig with kube-rs), [`owners`] (workload
+//! owners and their sizes, which the scheduler's Go adapter resolves).
 
+pub mod cli;
 pub mod explain;
 pub mod live;
+pub mod output;
 pub mod owners;
 pub mod snapshot;
 pub mod status;
@@ -16,7 +22,6 @@ pub mod status;
 /// Where `make guest` leaves the policy component, relative to the workspace root.
 pub const GUEST_WASM: &str = "target/wasm32-wasip2/guest/cdplace_guest.wasm";
 
-/// The policy component beside the running executable (`make build` puts it there), when it is.
-pub fn default_guest_path() -> Option<std::path::PathBuf> {
-    std::env::current_exe().ok().and_then(|p| p.parent().map(|d| d.join("cdplace_guest.wasm"))).filter(|p| p.exists())
-}
+/// The policy component built into this executable (`build.rs` names the file: what `make guest`
+/// built, or `$CDPLACE_GUEST_WASM`); `--policy FILE` overrides it.
+pub static EMBEDDED_GUEST: &[u8] = include_bytes!(env!("CDPLACE_EMBEDDED_GUEST"));

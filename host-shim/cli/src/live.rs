@@ -75,10 +75,28 @@ pub struct LiveCluster {
     pub served: BTreeSet<OwnerKind>,
     /// Resources the server does not serve, `plural.group`.
     pub skipped: Vec<String>,
+    /// The kubeconfig context's namespace, else `default`.
+    pub namespace: String,
 }
 
 fn live(what: impl Into<String>, source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> ExplainError {
     ExplainError::Live { what: what.into(), source: source.into() }
+}
+
+/// A failed request: the API server's own words (its message, reason and HTTP code) when it
+/// answered, with a pointer to the viewer role when it refused.
+fn api_error(what: String, e: kube::Error) -> ExplainError {
+    match e {
+        kube::Error::Api(s) => {
+            let hint = if s.code == 403 {
+                "; the cdplace-viewer ClusterRole (kube-scheduler-config/deploy/viewer-rbac.yaml) grants what cdplace reads"
+            } else {
+                ""
+            };
+            live(what, format!("{} ({}, HTTP {}){hint}", s.message, s.reason, s.code))
+        }
+        e => live(what, e),
+    }
 }
 
 /// Lists every resource of [`RESOURCES`] that the cluster serves, blocking until done.
@@ -110,17 +128,23 @@ async fn config(opts: &LiveOptions) -> Result<Config, ExplainError> {
 async fn read(opts: &LiveOptions) -> Result<LiveCluster, ExplainError> {
     let config = config(opts).await?;
     let server = config.cluster_url.to_string().trim_end_matches('/').to_string();
+    let namespace = config.default_namespace.clone();
     let client = Client::try_from(config).map_err(|e| live(format!("connecting to {server}"), e))?;
     let mut served_versions: std::collections::BTreeMap<&str, BTreeSet<String>> = Default::default();
-    let mut out =
-        LiveCluster { server: server.clone(), objects: Vec::new(), served: BTreeSet::new(), skipped: Vec::new() };
+    let mut out = LiveCluster {
+        server: server.clone(),
+        objects: Vec::new(),
+        served: BTreeSet::new(),
+        skipped: Vec::new(),
+        namespace,
+    };
     for r in RESOURCES {
         if r.api_version != "v1" {
             if !served_versions.contains_key(r.api_version) {
                 let plurals = match client.list_api_group_resources(r.api_version).await {
                     Ok(list) => list.resources.into_iter().map(|r| r.name).collect(),
                     Err(kube::Error::Api(s)) if s.code == 404 => BTreeSet::new(),
-                    Err(e) => return Err(live(format!("{server}: discovery of {}", r.api_version), e)),
+                    Err(e) => return Err(api_error(format!("{server}: discovery of {}", r.api_version), e)),
                 };
                 served_versions.insert(r.api_version, plurals);
             }
@@ -153,7 +177,7 @@ async fn list(client: &Client, server: &str, r: Resource, out: &mut Vec<Snapshot
     let mut params = ListParams::default().limit(PAGE);
     let mut n = 0;
     loop {
-        let page = api.list(&params).await.map_err(|e| live(format!("{server}: listing {}", r.plural), e))?;
+        let page = api.list(&params).await.map_err(|e| api_error(format!("{server}: listing {}", r.plural), e))?;
         for item in page.items {
             n += 1;
             let mut value =
@@ -186,6 +210,32 @@ mod tests {
         assert_eq!(owners, crate::owners::OWNER_KINDS.into_iter().collect());
     }
 
+    /// The viewer ClusterRole for the plugin's users grants `list` on exactly what is listed here.
+    #[test]
+    fn the_viewer_role_lists_what_is_read() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../kube-scheduler-config/deploy/viewer-rbac.yaml");
+        let role: Value = serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        assert_eq!(role["kind"], "ClusterRole");
+        assert_eq!(role["metadata"]["name"], "cdplace-viewer");
+        let mut granted = BTreeSet::new();
+        for rule in role["rules"].as_array().unwrap() {
+            assert_eq!(rule["verbs"], serde_json::json!(["list"]), "{rule}");
+            for group in rule["apiGroups"].as_array().unwrap() {
+                for resource in rule["resources"].as_array().unwrap() {
+                    granted.insert((group.as_str().unwrap().to_string(), resource.as_str().unwrap().to_string()));
+                }
+            }
+        }
+        let read: BTreeSet<(String, String)> = RESOURCES
+            .iter()
+            .map(|r| {
+                let group = r.api_version.split_once('/').map_or("", |(g, _)| g);
+                (group.to_string(), r.plural.to_string())
+            })
+            .collect();
+        assert_eq!(granted, read);
+    }
+
     #[test]
     fn a_missing_kubeconfig_is_named() {
         let opts = LiveOptions { kubeconfig: Some("/nonexistent/kubeconfig".into()), context: None };
@@ -213,7 +263,7 @@ mod tests {
         let e = read_cluster(&opts).unwrap_err();
         let text = cdplace_host::error::chain(&e);
         assert!(text.starts_with("https://127.0.0.1:1: "), "{text}");
-        assert_eq!(e.exit_code(), 3);
+        assert_eq!(e.exit_code(), 1);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,5 +1,7 @@
 //! `cdplace explain` end to end: the built binary runs the real policy component on snapshots
-//! shaped like `kubectl get -o yaml|json` output (`tests/fixtures/README.md` says what each holds).
+//! shaped like `kubectl get -o yaml|json` output (`tests/fixtures/README.md` says what each holds);
+//! `kubectl-cdplace`, the same program under kubectl's plugin name, runs alone from a directory of
+//! its own with the component it embeds.
 //!
 //! The cluster in `cluster.yaml`: NVLink clique A (`gb200-a-0..3`) and clique B (`gb200-b-0..3`),
 //! four GPUs per tray, and `cpu-0` without a clique. ComputeDomain `default/other` runs on
@@ -46,13 +48,9 @@ struct Run {
     stderr: String,
 }
 
-/// Runs `cdplace` in the fixtures directory, so messages name the files as given here.
-fn cdplace(args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_cdplace"))
-        .current_dir(fixtures())
-        .args(args)
-        .output()
-        .expect("run the cdplace binary");
+/// Runs `bin` in `dir` (the fixtures directory, so messages name the files as given here).
+fn run_in(bin: &Path, dir: &Path, args: &[&str]) -> Run {
+    let out = Command::new(bin).current_dir(dir).args(args).output().expect("run the binary");
     Run {
         code: out.status.code(),
         stdout: String::from_utf8(out.stdout).expect("utf-8 stdout"),
@@ -60,23 +58,49 @@ fn cdplace(args: &[&str]) -> Run {
     }
 }
 
-/// `cdplace explain --output json` with the real component; it must succeed and print exactly
-/// one JSON object.
+/// Runs `cdplace` in the fixtures directory.
+fn cdplace(args: &[&str]) -> Run {
+    run_in(Path::new(env!("CARGO_BIN_EXE_cdplace")), &fixtures(), args)
+}
+
+/// `cdplace explain NAME -n NAMESPACE -o json` (`pod` is `NAMESPACE/NAME`) with the component
+/// `make guest` built; it must succeed and print exactly one JSON object, the same as `-o yaml`
+/// gives.
 fn explain_json(snapshots: &[&str], pod: &str, extra: &[&str]) -> Value {
     let guest = guest();
-    let mut args = vec!["explain", "--pod", pod, "--output", "json", "--guest", guest.to_str().unwrap()];
+    let (ns, name) = pod.split_once('/').expect("NAMESPACE/NAME");
+    let mut args = vec!["explain", name, "-n", ns, "--policy", guest.to_str().unwrap()];
     for s in snapshots {
         args.extend(["--snapshot", s]);
     }
     args.extend(extra);
-    let run = cdplace(&args);
-    assert_eq!(run.code, Some(0), "stderr: {}", run.stderr);
-    assert_eq!(run.stderr, "");
-    let report: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout));
+    let report = report(&args);
     let mut keys: Vec<&str> = report.as_object().expect("an object").keys().map(String::as_str).collect();
     keys.sort_unstable();
-    assert_eq!(keys, ["computeDomain", "nodes", "pod", "preFilter", "selected"]);
+    assert_eq!(keys, ["apiVersion", "computeDomain", "kind", "nodes", "pod", "preFilter", "selected"]);
+    assert_eq!(report["apiVersion"], "cdplace.nvidia.com/v1alpha1");
+    assert_eq!(report["kind"], "Explanation");
     report
+}
+
+/// `cdplace ARGS -o json` and `-o yaml`: both succeed and give the same document.
+fn report(args: &[&str]) -> Value {
+    let mut docs = Vec::new();
+    for format in ["json", "yaml"] {
+        let mut all = args.to_vec();
+        all.extend(["-o", format]);
+        let run = cdplace(&all);
+        assert_eq!(run.code, Some(0), "{format}: stderr: {}", run.stderr);
+        assert_eq!(run.stderr, "");
+        let doc: Value = if format == "json" {
+            serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout))
+        } else {
+            serde_yaml_ng::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout))
+        };
+        docs.push(doc);
+    }
+    assert_eq!(docs[0], docs[1], "-o json and -o yaml differ");
+    docs.remove(0)
 }
 
 /// A command that must fail before printing a report.
@@ -117,8 +141,8 @@ fn pending_train() -> &'static Value {
 #[test]
 fn pending_domain_goes_to_the_best_fitting_clique() {
     let r = pending_train();
-    assert_eq!(r["pod"], "default/train-0");
-    assert_eq!(r["computeDomain"], TRAIN_UID);
+    assert_eq!(r["pod"], json!({"namespace": "default", "name": "train-0"}));
+    assert_eq!(r["computeDomain"], json!({"uid": TRAIN_UID, "namespace": "default", "name": "train"}));
     // Not started: the PreFilterResult is the nodes of the best-fitting cliques (both fit).
     assert_eq!(r["preFilter"], json!({"code": "Success", "reason": "", "nodes": NODES[1..]}));
     assert_eq!(names(r), NODES);
@@ -152,7 +176,7 @@ fn started_domain_stays_in_its_clique() {
     // train-started.yaml (two YAML documents) replaces the pending train-0 of cluster.yaml with
     // the same pod bound to gb200-a-2, and its claim allocated there.
     let r = explain_json(&["cluster.yaml", "train-started.yaml"], "default/train-1", &[]);
-    assert_eq!(r["computeDomain"], TRAIN_UID);
+    assert_eq!(r["computeDomain"]["uid"], TRAIN_UID);
     assert_eq!(r["preFilter"]["code"], "Success");
     assert_eq!(r["preFilter"]["nodes"], json!(["gb200-a-0", "gb200-a-1", "gb200-a-2", "gb200-a-3"]));
     assert_eq!(names(&r), NODES);
@@ -174,7 +198,7 @@ fn started_domain_stays_in_its_clique() {
 #[test]
 fn pod_without_compute_domain_is_skipped() {
     let r = explain_json(&["cluster.yaml"], "default/web-0", &[]);
-    assert_eq!(r["pod"], "default/web-0");
+    assert_eq!(r["pod"], json!({"namespace": "default", "name": "web-0"}));
     assert_eq!(r["computeDomain"], Value::Null);
     assert_eq!(r["preFilter"], json!({"code": "Skip", "reason": "", "nodes": null}));
     assert_eq!(names(&r), NODES);
@@ -219,11 +243,10 @@ fn unknown_plugin_arg_is_rejected_with_the_policy_text() {
         &[
             "--snapshot",
             "cluster.yaml",
-            "--pod",
-            "default/train-0",
+            "train-0",
             "--config",
             "args-unknown.yaml",
-            "--guest",
+            "--policy",
             guest.to_str().unwrap(),
         ],
         2,
@@ -236,8 +259,7 @@ fn unknown_plugin_arg_is_rejected_with_the_policy_text() {
 
 #[test]
 fn text_report_shows_verdicts_and_the_selected_node() {
-    guest();
-    // Without --guest: the component from this workspace's build output.
+    // Without --policy: the component built into the binary.
     let run = cdplace(&[
         "explain",
         "--snapshot",
@@ -265,42 +287,160 @@ fn text_report_shows_verdicts_and_the_selected_node() {
     assert_eq!(row, ["gb200-b-0", CLIQUE_B, "UnschedulableAndUnresolvable", "-"]);
     let row: Vec<&str> = line("gb200-a-3 ").split_whitespace().collect();
     assert_eq!(row, ["gb200-a-3", CLIQUE_A, "Success", "100"]);
+
+    // -o wide: the PreFilterResult node set as a column.
+    let run = cdplace(&[
+        "explain",
+        "pod/train-1",
+        "--snapshot",
+        "cluster.yaml",
+        "--snapshot",
+        "train-started.yaml",
+        "-o",
+        "wide",
+    ]);
+    assert_eq!(run.code, Some(0), "stderr: {}", run.stderr);
+    let line = |prefix: &str| -> Vec<&str> {
+        let l = run
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} in:\n{}", run.stdout));
+        l.split_whitespace().take(6).collect()
+    };
+    assert_eq!(line("NODE"), ["NODE", "CLIQUE", "FILTER", "SCORE", "NODE", "SET"]);
+    assert_eq!(line("gb200-a-3 "), ["gb200-a-3", CLIQUE_A, "Success", "100", "yes"]);
+    assert_eq!(line("gb200-b-0 ")[..5], ["gb200-b-0", CLIQUE_B, "UnschedulableAndUnresolvable", "-", "no"]);
+}
+
+#[test]
+fn a_compute_domain_is_explained_through_its_first_pending_pod() {
+    let g = guest();
+    for target in [&["cd/train"][..], &["computedomain", "train"], &["computedomains.resource.nvidia.com/train"]] {
+        let mut args = vec![
+            "explain",
+            "--snapshot",
+            "cluster.yaml",
+            "--snapshot",
+            "train-started.yaml",
+            "--policy",
+            g.to_str().unwrap(),
+        ];
+        args.extend(target);
+        let r = report(&args);
+        // train-0 is placed: train-1 is the first pending pod.
+        assert_eq!(r["pod"], json!({"namespace": "default", "name": "train-1"}), "{target:?}");
+        assert_eq!(
+            r["computeDomain"],
+            json!({"uid": TRAIN_UID, "namespace": "default", "name": "train", "pods": [
+                {"name": "train-0", "state": "Placed", "node": "gb200-a-2"},
+                {"name": "train-1", "state": "Pending", "node": null},
+            ]}),
+            "{target:?}"
+        );
+        assert_eq!(r["selected"], "gb200-a-3");
+    }
+    let run = cdplace(&["explain", "cd/train", "--snapshot", "cluster.yaml", "--snapshot", "train-started.yaml"]);
+    assert_eq!(run.code, Some(0), "stderr: {}", run.stderr);
+    assert!(
+        run.stdout.starts_with("Pod:            default/train-1 (the ComputeDomain's first pending pod)\n"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("\nDomain pods:    train-0 (placed on gb200-a-2), train-1 (pending)\n"),
+        "{}",
+        run.stdout
+    );
+
+    let stderr = explain_fails(&["cd/nope", "--snapshot", "cluster.yaml"], 1);
+    assert_eq!(
+        stderr,
+        "cdplace explain: computedomain \"nope\" not found in namespace \"default\" (source: cluster.yaml)\n"
+    );
+    let stderr = explain_fails(&["cd/train", "-n", "other", "--snapshot", "cluster.yaml"], 1);
+    assert!(stderr.contains("not found in namespace \"other\""), "{stderr}");
+}
+
+#[test]
+fn the_old_pod_flag_still_works() {
+    let g = guest();
+    let old =
+        report(&["explain", "--pod", "default/train-0", "--snapshot", "cluster.yaml", "--guest", g.to_str().unwrap()]);
+    assert_eq!(&old, pending_train());
+    let stderr = explain_fails(&["--pod", "default/train-0", "-n", "default", "--snapshot", "cluster.yaml"], 2);
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
+}
+
+/// A copy of `kubectl-cdplace` alone in a directory of its own decides as `cdplace` with the
+/// component `make guest` built: the component is embedded, and the name changes nothing.
+#[test]
+fn kubectl_cdplace_runs_alone_and_as_cdplace() {
+    let dir = std::env::temp_dir().join(format!("cdplace-alone-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bin = dir.join("kubectl-cdplace");
+    std::fs::copy(env!("CARGO_BIN_EXE_kubectl-cdplace"), &bin).unwrap();
+    let snapshot = fixtures().join("cluster.yaml");
+    let args = ["explain", "train-0", "-n", "default", "--snapshot", snapshot.to_str().unwrap(), "-o", "yaml"];
+    let alone = run_in(&bin, &dir, &args);
+    assert_eq!((alone.code, alone.stderr.as_str()), (Some(0), ""), "{}", alone.stdout);
+    let from_yaml: Value = serde_yaml_ng::from_str(&alone.stdout).unwrap();
+    assert_eq!(&from_yaml, pending_train());
+    let as_cdplace = cdplace(&args);
+    assert_eq!(as_cdplace.stdout, alone.stdout);
+    let help = run_in(&bin, &dir, &["--version"]);
+    assert_eq!(help.stdout, format!("cdplace {}\n", env!("CARGO_PKG_VERSION")));
+    // The binaries carry the component `make guest` built, byte for byte.
+    let wasm = std::fs::read(guest()).unwrap();
+    let exe = std::fs::read(&bin).unwrap();
+    assert!(exe.windows(wasm.len()).any(|w| w == wasm.as_slice()), "the component is not embedded");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn malformed_yaml_names_the_file() {
-    let stderr = explain_fails(&["--snapshot", "malformed.yaml", "--pod", "default/train-0"], 2);
+    let stderr = explain_fails(&["--snapshot", "malformed.yaml", "train-0"], 2);
     assert!(stderr.starts_with("cdplace explain: malformed.yaml: document 2: "), "{stderr}");
     assert!(stderr.contains("line 13"), "{stderr}");
 }
 
 #[test]
 fn unreadable_snapshot_names_the_file() {
-    let stderr = explain_fails(&["--snapshot", "cluster.yaml", "--snapshot", "absent.yaml", "--pod", "default/x"], 2);
+    let stderr = explain_fails(&["--snapshot", "cluster.yaml", "--snapshot", "absent.yaml", "x"], 2);
     assert!(stderr.starts_with("cdplace explain: absent.yaml: cannot read: "), "{stderr}");
 }
 
 #[test]
 fn invalid_object_names_the_file_and_the_object() {
     let guest = guest();
-    let stderr = explain_fails(
-        &["--snapshot", "invalid-object.yaml", "--pod", "default/x", "--guest", guest.to_str().unwrap()],
-        2,
-    );
+    let stderr = explain_fails(&["--snapshot", "invalid-object.yaml", "x", "--policy", guest.to_str().unwrap()], 2);
     assert!(stderr.starts_with("cdplace explain: invalid-object.yaml: document 3 (Pod default/x): "), "{stderr}");
     assert!(stderr.contains("invalid type: integer `5`"), "{stderr}");
 }
 
 #[test]
 fn pod_not_in_the_snapshot() {
-    let stderr = explain_fails(&["--snapshot", "cluster.yaml", "--pod", "default/train-7"], 2);
-    assert_eq!(stderr, "cdplace explain: pod default/train-7 is not in the snapshot (cluster.yaml)\n");
+    let stderr = explain_fails(&["--snapshot", "cluster.yaml", "train-7"], 1);
+    assert_eq!(stderr, "cdplace explain: pod \"train-7\" not found in namespace \"default\" (source: cluster.yaml)\n");
+    let stderr = explain_fails(&["--snapshot", "cluster.yaml", "train-0", "-n", "prod"], 1);
+    assert_eq!(stderr, "cdplace explain: pod \"train-0\" not found in namespace \"prod\" (source: cluster.yaml)\n");
 }
 
 #[test]
-fn bad_pod_argument_is_a_usage_error() {
+fn bad_arguments_are_usage_errors() {
     let stderr = explain_fails(&["--snapshot", "cluster.yaml", "--pod", "train-0"], 2);
     assert!(stderr.contains("expected NAMESPACE/NAME"), "{stderr}");
+    let stderr = explain_fails(&["--snapshot", "cluster.yaml", "node/gb200-a-0"], 2);
+    assert_eq!(
+        stderr,
+        "cdplace explain: cannot explain a \"node\": the type is pod (pods, po) or computedomain (computedomains, cd)\n"
+    );
+    let stderr = explain_fails(&["--snapshot", "cluster.yaml"], 2);
+    assert!(stderr.contains("required arguments were not provided"), "{stderr}");
+    let stderr = explain_fails(&["--snapshot", "cluster.yaml", "train-0", "-o", "xml"], 2);
+    assert!(stderr.contains("[possible values: text, wide, json, yaml]"), "{stderr}");
+    let stderr = explain_fails(&["--snapshot", "cluster.yaml", "train-0", "--policy", "absent.wasm"], 2);
+    assert!(stderr.starts_with("cdplace explain: absent.wasm: no policy component here"), "{stderr}");
 }
 
 #[test]
@@ -311,11 +451,12 @@ fn guest_trap_exits_1() {
         &[
             "--snapshot",
             "fault.yaml",
-            "--pod",
-            "fault/x",
+            "x",
+            "-n",
+            "fault",
             "--config",
             "fault-args.yaml",
-            "--guest",
+            "--policy",
             faulty.to_str().unwrap(),
         ],
         1,

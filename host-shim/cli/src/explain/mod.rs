@@ -1,6 +1,12 @@
 //! `cdplace explain`: what the placement policy decides for one pod of a cluster snapshot, node
 //! by node, computed by the real policy component exactly as the scheduler plugin runs it.
 //!
+//! What to explain, kubectl-style: `explain NAME` or `explain pod/NAME` (also `pods/`, `po/`, or
+//! `explain pod NAME`) for a pod, `explain computedomain/NAME` (also `computedomains/`, `cd/`)
+//! for a ComputeDomain — its first pending pod by name, else its first pod, with the list of its
+//! pods —, in the namespace `-n`, else the kubeconfig context's, else `default`. The older
+//! `--pod NAMESPACE/NAME` still works.
+//!
 //! Input is a live cluster read through a kubeconfig (`--kubeconfig`, `--context`; see
 //! [`crate::live`]), or snapshot files as `kubectl get ... -o yaml` (or `-o json`) writes them:
 //! a `v1 List` with `items`, multi-document YAML, or JSON (one object, a List, or several values
@@ -18,10 +24,15 @@
 //! name); the real scheduler also weighs other plugins' scores, so it is cdplace's preference,
 //! not a prediction of the binding.
 //!
-//! Exit codes of the command ([`ExplainError::exit_code`]): 0 with a report, 2 for unusable input
-//! (a file that cannot be read or parsed, an object the extractor rejects, invalid plugin
-//! arguments, a pod not in the snapshot, a kubeconfig that cannot be used), 1 when the policy
-//! itself fails (trap, timeout, memory), 3 when the live cluster cannot be read.
+//! Exit codes of the command ([`ExplainError::exit_code`]): 0 with a report; 1 when the live
+//! cluster cannot be read, the pod or ComputeDomain is not found (or the pod has finished), or the
+//! policy itself fails (trap, timeout, memory); 2 for bad usage or unusable input (arguments, a
+//! file that cannot be read or parsed, an object the extractor rejects, invalid plugin arguments,
+//! a kubeconfig that cannot be used).
+//!
+//! Output (`-o`): `text` (the default), `wide` (text with the PreFilterResult node set as a
+//! column), `json` and `yaml` (the [`Report`] under `apiVersion: cdplace.nvidia.com/v1alpha1`,
+//! `kind: Explanation`; see [`crate::output`]).
 //!
 //! Files: this one (the command, the report and how it is computed), `source` (reading the
 //! cluster, loading the component and building the view, which `cdplace status` shares) and
@@ -32,7 +43,7 @@ use std::path::Path;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
-use cdplace_host::extract::Kind;
+use cdplace_host::extract::{self, Kind, Object};
 use cdplace_host::{Cluster, Code, Decision, Error, Status};
 
 /// The message prefix of every failure.
@@ -55,9 +66,12 @@ pub enum ExplainError {
     /// The policy rejected the plugin arguments; its text is kept as it is.
     #[error("{file}: {error}")]
     Args { file: String, error: Error },
-    /// The pod is not in the snapshot, or is finished.
+    /// The pod or ComputeDomain is not in the cluster, or the pod is finished.
     #[error("{0}")]
-    UnknownPod(String),
+    NotFound(String),
+    /// The command line asks for something that cannot be: the message says what.
+    #[error("{0}")]
+    Usage(String),
     /// The policy component could not be loaded, or failed while deciding.
     #[error(transparent)]
     Policy(Error),
@@ -79,13 +93,15 @@ pub enum ExplainError {
 }
 
 impl ExplainError {
-    /// The process exit status for this failure: 1 when the policy failed, 2 for bad input
-    /// (a kubeconfig included), 3 when the live cluster could not be read.
+    /// The process exit status for this failure: 1 when the cluster could not be read, the
+    /// object is not found or the policy failed; 2 for bad usage or input (a kubeconfig included).
     pub fn exit_code(&self) -> u8 {
         match self {
-            ExplainError::Policy(_) => 1,
-            ExplainError::Live { .. } => 3,
-            _ => 2,
+            ExplainError::Policy(_) | ExplainError::Live { .. } | ExplainError::NotFound(_) => 1,
+            ExplainError::Input { .. }
+            | ExplainError::Args { .. }
+            | ExplainError::Usage(_)
+            | ExplainError::Kubeconfig { .. } => 2,
         }
     }
 }
@@ -119,28 +135,96 @@ impl std::fmt::Display for PodRef {
     }
 }
 
-/// How the report is printed.
+/// How the report is printed (`-o`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     /// A readable report with a table of nodes.
     Text,
-    /// One JSON object.
+    /// The text report with the PreFilterResult node set as a column.
+    Wide,
+    /// The report as JSON (`kind: Explanation`).
     Json,
+    /// The report as YAML, the same document as JSON.
+    Yaml,
+}
+
+/// What kind of object `explain` is asked about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetKind {
+    Pod,
+    ComputeDomain,
+}
+
+/// The object named on the command line; its namespace is `-n`'s (or the source's) unless the
+/// legacy `--pod NAMESPACE/NAME` gave it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub kind: TargetKind,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl Target {
+    /// Parses `NAME`, `TYPE/NAME` or `TYPE NAME` (the positional arguments).
+    pub fn parse(args: &[String]) -> Result<Target, String> {
+        let (kind, name) = match args {
+            [one] => match one.split_once('/') {
+                Some((kind, name)) => (Some(kind), name),
+                None => (None, one.as_str()),
+            },
+            [kind, name] => (Some(kind.as_str()), name.as_str()),
+            _ => return Err("expected NAME, TYPE/NAME or TYPE NAME".to_string()),
+        };
+        let kind = match kind.map(str::to_ascii_lowercase).as_deref() {
+            None | Some("pod" | "pods" | "po") => TargetKind::Pod,
+            Some(
+                "computedomain"
+                | "computedomains"
+                | "cd"
+                | "computedomain.resource.nvidia.com"
+                | "computedomains.resource.nvidia.com",
+            ) => TargetKind::ComputeDomain,
+            Some(other) => {
+                return Err(format!(
+                    "cannot explain a {other:?}: the type is pod (pods, po) or computedomain (computedomains, cd)"
+                ));
+            }
+        };
+        if name.is_empty() || name.contains('/') {
+            return Err(format!("{name:?} is not a name (expected NAME, TYPE/NAME or TYPE NAME)"));
+        }
+        Ok(Target { kind, namespace: None, name: name.to_string() })
+    }
 }
 
 /// The command line of `cdplace explain`.
 #[derive(Debug, Clone, clap::Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["target", "pod"])))]
 pub struct Options {
+    /// What to explain: a pod (`NAME`, `pod/NAME`, `pod NAME`) or a ComputeDomain
+    /// (`computedomain/NAME`, `cd/NAME`), in the namespace of -n.
+    #[arg(value_name = "[TYPE/]NAME", num_args = 1..=2)]
+    pub target: Vec<String>,
+    /// The pod to explain, with its namespace (the older form of `POD -n NAMESPACE`).
+    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = PodRef::parse, conflicts_with = "namespace")]
+    pub pod: Option<PodRef>,
     #[command(flatten)]
     pub source: SourceOptions,
-    /// The pod to explain.
-    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = PodRef::parse)]
-    pub pod: PodRef,
     #[command(flatten)]
     pub policy: PolicyOptions,
-    /// Report format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
     pub output: Format,
+}
+
+impl Options {
+    /// What the command line names (a usage error when it names nothing explainable).
+    pub fn target(&self) -> Result<Target, ExplainError> {
+        if let Some(p) = &self.pod {
+            return Ok(Target { kind: TargetKind::Pod, namespace: Some(p.namespace.clone()), name: p.name.clone() });
+        }
+        Target::parse(&self.target).map_err(ExplainError::Usage)
+    }
 }
 
 fn code<S: Serializer>(c: &Code, s: S) -> Result<S::Ok, S::Error> {
@@ -183,17 +267,43 @@ pub struct NodeReport {
     pub score: Option<u32>,
 }
 
-/// Everything `cdplace explain` says about a pod; its JSON form is the `--output json` object.
+/// A pod: its namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PodName {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// The pod's ComputeDomain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DomainReport {
+    pub uid: String,
+    /// Its namespace and name, when the cluster has the ComputeDomain object.
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    /// The domain's pods, when a ComputeDomain was explained (absent for a pod).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pods: Option<Vec<DomainPod>>,
+}
+
+/// One pod of an explained ComputeDomain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DomainPod {
+    pub name: String,
+    /// `Placed` (bound or assumed to `node`), `Nominated` (preemption made room on `node`) or
+    /// `Pending`.
+    pub state: &'static str,
+    pub node: Option<String>,
+}
+
+/// Everything `cdplace explain` says about a pod; `-o json|yaml` writes it as `kind: Explanation`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Report {
-    /// `namespace/name`.
-    pub pod: String,
-    /// The UID of the pod's ComputeDomain.
-    pub compute_domain: Option<String>,
-    /// `namespace/name` of that ComputeDomain when the snapshot has it (text output only).
-    #[serde(skip)]
-    pub compute_domain_name: Option<String>,
+    /// The pod decided for (for a ComputeDomain, the one chosen).
+    pub pod: PodName,
+    /// The pod's ComputeDomain, if it has one.
+    pub compute_domain: Option<DomainReport>,
     pub pre_filter: PreFilterReport,
     /// Every node, sorted by name.
     pub nodes: Vec<NodeReport>,
@@ -221,11 +331,13 @@ pub fn explain(cluster: &Cluster, objects: &[SnapshotObject], pod: &PodRef) -> R
         .collect();
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
     let selected = select(&decision, &nodes);
-    let compute_domain_name = decision.domain.as_deref().and_then(|uid| domain_name(objects, uid));
+    let compute_domain = decision.domain.as_deref().map(|uid| {
+        let (namespace, name) = domain_name(objects, uid).unzip();
+        DomainReport { uid: uid.to_string(), namespace, name, pods: None }
+    });
     Ok(Report {
-        pod: pod.to_string(),
-        compute_domain: decision.domain.clone(),
-        compute_domain_name,
+        pod: PodName { namespace: pod.namespace.clone(), name: pod.name.clone() },
+        compute_domain,
         pre_filter: PreFilterReport {
             code: decision.status.code,
             reason: decision.status.reason.clone(),
@@ -234,6 +346,65 @@ pub fn explain(cluster: &Cluster, objects: &[SnapshotObject], pod: &PodRef) -> R
         nodes,
         selected,
     })
+}
+
+/// Explains the ComputeDomain `namespace/name`: finds it and its pods (the non-terminal pods of
+/// its namespace whose PreFilter names its UID and does not skip them, i.e. not its IMEX daemons),
+/// and explains the first pending one by name, else the first one.
+pub fn explain_domain(
+    cluster: &Cluster,
+    objects: &[SnapshotObject],
+    namespace: &str,
+    name: &str,
+) -> Result<Report, ExplainError> {
+    let uid = domain_uid(objects, namespace, name).ok_or_else(|| {
+        ExplainError::NotFound(format!(
+            "computedomain {name:?} not found in namespace {namespace:?} ({})",
+            sources(objects)
+        ))
+    })?;
+    let mut pods: std::collections::BTreeMap<String, (Option<String>, Option<String>)> = Default::default();
+    for o in objects {
+        let Ok(Some(Object::Pod { namespace: ns, name, terminal, node_name, nominated_node_name, .. })) =
+            extract::extract(&o.value, cluster.settings())
+        else {
+            continue;
+        };
+        if ns != namespace {
+            continue;
+        }
+        if terminal {
+            pods.remove(&name);
+        } else {
+            pods.insert(name, (node_name, nominated_node_name));
+        }
+    }
+    let mut members = Vec::new();
+    for (pod, (node, nominated)) in pods {
+        let decision = cluster.pre_filter(namespace, &pod, &[]).map_err(ExplainError::Policy)?;
+        if decision.domain.as_deref() != Some(uid.as_str()) || decision.status.code == Code::Skip {
+            continue;
+        }
+        let (state, node) = match (node, nominated) {
+            (Some(n), _) => ("Placed", Some(n)),
+            (None, Some(n)) => ("Nominated", Some(n)),
+            (None, None) => ("Pending", None),
+        };
+        members.push(DomainPod { name: pod, state, node });
+    }
+    members.sort_by(|a, b| crate::status::natural_cmp(&a.name, &b.name));
+    let chosen = members.iter().find(|p| p.state == "Pending").or_else(|| members.first()).ok_or_else(|| {
+        ExplainError::NotFound(format!(
+            "computedomain {name:?} in namespace {namespace:?} has no pods to explain (the policy decides per pod)"
+        ))
+    })?;
+    let pod = PodRef { namespace: namespace.to_string(), name: chosen.name.clone() };
+    let mut report = explain(cluster, objects, &pod)?;
+    // The chosen pod's PreFilter named the domain, so the report has it.
+    if let Some(d) = &mut report.compute_domain {
+        d.pods = Some(members);
+    }
+    Ok(report)
 }
 
 /// The feasible node with the highest score, ties to the smallest name; none unless PreFilter
@@ -256,16 +427,35 @@ fn is_kind(v: &Value, kind: Kind) -> bool {
     Kind::of(api_version, k) == Some(kind)
 }
 
-fn domain_name(objects: &[SnapshotObject], uid: &str) -> Option<String> {
+fn meta<'a>(v: &'a Value, field: &str) -> &'a str {
+    v.pointer(&format!("/metadata/{field}")).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The namespace and name of the ComputeDomain with this UID, if the objects hold it.
+fn domain_name(objects: &[SnapshotObject], uid: &str) -> Option<(String, String)> {
     objects
         .iter()
         .rev()
         .map(|o| &o.value)
-        .find(|v| is_kind(v, Kind::ComputeDomain) && v.pointer("/metadata/uid").and_then(Value::as_str) == Some(uid))
-        .map(|v| {
-            let s = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("");
-            format!("{}/{}", s("/metadata/namespace"), s("/metadata/name"))
-        })
+        .find(|v| is_kind(v, Kind::ComputeDomain) && meta(v, "uid") == uid)
+        .map(|v| (meta(v, "namespace").to_string(), meta(v, "name").to_string()))
+}
+
+/// The UID of the ComputeDomain `namespace/name`, if the objects hold it.
+fn domain_uid(objects: &[SnapshotObject], namespace: &str, name: &str) -> Option<String> {
+    objects
+        .iter()
+        .rev()
+        .map(|o| &o.value)
+        .find(|v| is_kind(v, Kind::ComputeDomain) && meta(v, "namespace") == namespace && meta(v, "name") == name)
+        .map(|v| meta(v, "uid").to_string())
+}
+
+/// Where the objects came from, for messages: `source: a.yaml, b.yaml` or the server's URL.
+fn sources(objects: &[SnapshotObject]) -> String {
+    let mut files: Vec<String> = objects.iter().map(|o| o.file.display().to_string()).collect();
+    files.dedup();
+    if files.is_empty() { "the source has no objects".to_string() } else { format!("source: {}", files.join(", ")) }
 }
 
 /// Why the pod cannot be explained from these objects: it has none, or it has finished (the
@@ -273,41 +463,46 @@ fn domain_name(objects: &[SnapshotObject], uid: &str) -> Option<String> {
 fn absent_pod(objects: &[SnapshotObject], pod: &PodRef) -> Option<String> {
     let found = objects.iter().rev().find(|o| {
         is_kind(&o.value, Kind::Pod)
-            && o.value.pointer("/metadata/namespace").and_then(Value::as_str) == Some(&pod.namespace)
-            && o.value.pointer("/metadata/name").and_then(Value::as_str) == Some(&pod.name)
+            && meta(&o.value, "namespace") == pod.namespace
+            && meta(&o.value, "name") == pod.name
     });
+    let (ns, name) = (&pod.namespace, &pod.name);
     let Some(found) = found else {
-        let mut files: Vec<String> = objects.iter().map(|o| o.file.display().to_string()).collect();
-        files.dedup();
-        if files.is_empty() {
-            return Some(format!("pod {pod} is not in the snapshot (it has no objects)"));
-        }
-        return Some(format!("pod {pod} is not in the snapshot ({})", files.join(", ")));
+        return Some(format!("pod {name:?} not found in namespace {ns:?} ({})", sources(objects)));
     };
     match found.value.pointer("/status/phase").and_then(Value::as_str) {
-        Some(phase @ ("Succeeded" | "Failed")) => {
-            Some(format!("pod {pod} has finished (phase {phase}); the scheduler never places it"))
-        }
+        Some(phase @ ("Succeeded" | "Failed")) => Some(format!(
+            "pod {name:?} in namespace {ns:?} has finished (phase {phase}); the scheduler never places it"
+        )),
         _ => None,
     }
 }
 
 fn unknown_pod(objects: &[SnapshotObject], pod: &PodRef) -> ExplainError {
-    ExplainError::UnknownPod(
-        absent_pod(objects, pod).unwrap_or_else(|| format!("pod {pod} is not in the cluster view")),
-    )
+    ExplainError::NotFound(absent_pod(objects, pod).unwrap_or_else(|| format!("pod {pod} is not in the cluster view")))
 }
 
 /// Runs the whole command: reads the arguments and the cluster, loads the component, decides.
 pub fn run(opts: &Options) -> Result<Report, ExplainError> {
+    let target = opts.target()?;
     let args = opts.policy.args()?;
     let objects = opts.source.read()?;
-    // Before the component is compiled, which takes a while.
-    if let Some(why) = absent_pod(&objects.objects, &opts.pod) {
-        return Err(ExplainError::UnknownPod(why));
+    let namespace = target.namespace.clone().unwrap_or_else(|| opts.source.namespace(&objects));
+    match target.kind {
+        TargetKind::Pod => {
+            let pod = PodRef { namespace, name: target.name };
+            // Before the component is compiled, which takes a while.
+            if let Some(why) = absent_pod(&objects.objects, &pod) {
+                return Err(ExplainError::NotFound(why));
+            }
+            let cluster = opts.policy.cluster(&args, &objects)?;
+            explain(&cluster, &objects.objects, &pod)
+        }
+        TargetKind::ComputeDomain => {
+            let cluster = opts.policy.cluster(&args, &objects)?;
+            explain_domain(&cluster, &objects.objects, &namespace, &target.name)
+        }
     }
-    let cluster = opts.policy.cluster(&args, &objects)?;
-    explain(&cluster, &objects.objects, &opts.pod)
 }
 
 #[cfg(test)]
@@ -322,10 +517,36 @@ mod tests {
             build_cluster(cdplace_testkit::native::backend(), "", None, &Objects::from_snapshots(objs.clone()))
                 .unwrap();
         let e = explain(&cluster, &objs, &PodRef::parse("d/done").unwrap()).unwrap_err();
-        assert_eq!(e.to_string(), "pod d/done has finished (phase Succeeded); the scheduler never places it");
+        assert_eq!(
+            e.to_string(),
+            r#"pod "done" in namespace "d" has finished (phase Succeeded); the scheduler never places it"#
+        );
         let e = explain(&cluster, &objs, &PodRef::parse("d/nope").unwrap()).unwrap_err();
-        assert_eq!(e.to_string(), "pod d/nope is not in the snapshot (snap.yaml)");
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.to_string(), r#"pod "nope" not found in namespace "d" (source: snap.yaml)"#);
+        assert_eq!(e.exit_code(), 1);
+        let e = explain_domain(&cluster, &objs, "d", "cd").unwrap_err();
+        assert_eq!(e.to_string(), r#"computedomain "cd" not found in namespace "d" (source: snap.yaml)"#);
+        assert_eq!(e.exit_code(), 1);
+    }
+
+    #[test]
+    fn targets_in_kubectl_grammar() {
+        let t = |args: &[&str]| Target::parse(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>());
+        let pod = |n: &str| Target { kind: TargetKind::Pod, namespace: None, name: n.into() };
+        let cd = |n: &str| Target { kind: TargetKind::ComputeDomain, namespace: None, name: n.into() };
+        assert_eq!(t(&["x"]), Ok(pod("x")));
+        for k in ["pod", "pods", "po", "Pod"] {
+            assert_eq!(t(&[&format!("{k}/x")]), Ok(pod("x")), "{k}");
+            assert_eq!(t(&[k, "x"]), Ok(pod("x")), "{k}");
+        }
+        for k in ["computedomain", "computedomains", "cd", "computedomain.resource.nvidia.com", "ComputeDomain"] {
+            assert_eq!(t(&[&format!("{k}/x")]), Ok(cd("x")), "{k}");
+            assert_eq!(t(&[k, "x"]), Ok(cd("x")), "{k}");
+        }
+        assert!(t(&["node/x"]).unwrap_err().contains(r#"cannot explain a "node""#));
+        for bad in [&["pod/"][..], &["pod/a/b"], &["pod", ""], &[]] {
+            assert!(t(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -15,7 +15,8 @@ use super::{ExplainError, SnapshotObject, input, load_snapshot};
 use crate::live::LiveOptions;
 use crate::owners::{self, OwnerKind};
 
-/// Where the cluster comes from: snapshot files, else the live cluster of a kubeconfig.
+/// Where the cluster comes from (snapshot files, else the live cluster of a kubeconfig) and the
+/// namespace the command looks in.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct SourceOptions {
     /// Cluster objects as `kubectl get -o yaml|json` writes them, instead of the live cluster.
@@ -25,6 +26,10 @@ pub struct SourceOptions {
     pub snapshots: Vec<PathBuf>,
     #[command(flatten)]
     pub live: LiveOptions,
+    /// The namespace (default: the kubeconfig context's namespace, else `default`; for
+    /// snapshots, `default`).
+    #[arg(short = 'n', long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
 }
 
 /// The objects of a cluster and which owner APIs it serves.
@@ -34,6 +39,9 @@ pub struct Objects {
     /// Owner kinds whose API is served: for a live cluster, what discovery lists; for snapshots,
     /// the kinds they hold objects of.
     pub served: std::collections::BTreeSet<OwnerKind>,
+    /// The namespace of the source when none is asked for: the kubeconfig context's, else
+    /// `default`.
+    pub default_namespace: String,
 }
 
 impl Objects {
@@ -46,7 +54,7 @@ impl Objects {
                 OwnerKind::of(s("apiVersion"), s("kind"))
             })
             .collect();
-        Objects { objects, served }
+        Objects { objects, served, default_namespace: "default".to_string() }
     }
 }
 
@@ -55,13 +63,18 @@ impl SourceOptions {
     pub fn read(&self) -> Result<Objects, ExplainError> {
         if self.snapshots.is_empty() {
             let live = crate::live::read_cluster(&self.live)?;
-            return Ok(Objects { objects: live.objects, served: live.served });
+            return Ok(Objects { objects: live.objects, served: live.served, default_namespace: live.namespace });
         }
         let mut objects = Vec::new();
         for path in &self.snapshots {
             objects.extend(load_snapshot(path)?);
         }
         Ok(Objects::from_snapshots(objects))
+    }
+
+    /// The namespace to look in: `-n`, else the source's.
+    pub fn namespace(&self, objects: &Objects) -> String {
+        self.namespace.clone().unwrap_or_else(|| objects.default_namespace.clone())
     }
 }
 
@@ -72,9 +85,9 @@ pub struct PolicyOptions {
     /// absent.
     #[arg(long, value_name = "ARGS.yaml")]
     pub config: Option<PathBuf>,
-    /// The policy component; by default the one beside this executable or in this workspace's
-    /// build output.
-    #[arg(long, value_name = "PATH")]
+    /// Run this policy component (`cdplace_guest.wasm`) instead of the one built into this
+    /// executable.
+    #[arg(long = "policy", alias = "guest", value_name = "FILE.wasm")]
     pub guest: Option<PathBuf>,
 }
 
@@ -158,21 +171,15 @@ pub fn read_args(config: Option<&Path>) -> Result<String, ExplainError> {
     }
 }
 
-/// Loads the policy component: `--guest`, else the one beside this executable.
+/// Loads the policy component: `--policy FILE`, else the one built into this executable.
 pub fn load_runtime(guest: Option<&Path>) -> Result<Arc<Runtime>, ExplainError> {
-    let guest = match guest.map(Path::to_path_buf).or_else(crate::default_guest_path) {
-        Some(g) => g,
-        None => {
-            return Err(ExplainError::Input {
-                file: "cdplace_guest.wasm".into(),
-                message: "no policy component beside the cdplace executable (`make build` puts it there), and no --guest PATH".into(),
-            });
-        }
+    let Some(guest) = guest else {
+        return Runtime::new(crate::EMBEDDED_GUEST).map_err(ExplainError::Policy);
     };
     if !guest.exists() {
-        return Err(input(&guest, "no policy component here (build it with `make guest`, or pass --guest PATH)"));
+        return Err(input(guest, "no policy component here (build it with `make guest`, or leave out --policy)"));
     }
-    Runtime::from_file(&guest).map_err(ExplainError::Policy)
+    Runtime::from_file(guest).map_err(ExplainError::Policy)
 }
 
 #[cfg(test)]

@@ -16,8 +16,19 @@
 //! names it. Everything is sorted (cliques by label value, trays by name with digits compared as
 //! numbers, domains by namespace/name), so the same cluster draws the same map.
 //!
-//! Files: this one (the command and computing the fleet from the policy's answers), `text`
-//! (the map as text) and `svg` (the map as SVG).
+//! Namespaces, as kubectl lists: the map always shows every tray, but only the ComputeDomains of
+//! one namespace get a letter, a legend line and a pending entry — `-n NS`, else the kubeconfig
+//! context's namespace (else `default`) — or of every namespace with `-A`. A tray held by a
+//! domain of another namespace shows `o`.
+//!
+//! Output (`-o`): `text` (the default, within 100 columns), `wide` (full clique labels, and each
+//! domain's UID and trays), `json` and `yaml` (the [`doc::FleetStatus`] document under
+//! `apiVersion: cdplace.nvidia.com/v1alpha1`, `kind: FleetStatus`), `svg`.
+//!
+//! Files: this one (the command and computing the fleet from the policy's answers), `doc` (the
+//! JSON/YAML document), `text` (the map as text) and `svg` (the map as SVG). A new section of the
+//! report is a field of [`Fleet`] computed in [`fleet`], a member of [`doc::FleetStatus`], and a
+//! block in `text` and `svg`.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -27,10 +38,11 @@ use crate::explain::{ExplainError, Objects, SourceOptions};
 use cdplace_host::extract::{self, Object};
 use cdplace_host::{Cluster, Code, Error};
 
-/// The message prefix of every failure.
+pub mod doc;
 mod svg;
 mod text;
 
+/// The message prefix of every failure.
 pub const PROGRAM: &str = "cdplace status";
 
 /// The width the text map keeps within.
@@ -42,11 +54,17 @@ const LETTERS: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234
 /// What a pending domain whose PreFilter succeeds is told.
 const ADMITTED: &str = "PreFilter admits it now: it waits for the scheduler's next attempt or another plugin";
 
-/// How the map is printed.
+/// How the map is printed (`-o`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     /// Rows of trays per clique, a legend and the pending domains, within 100 columns.
     Text,
+    /// The text map with full clique labels, and each domain's UID and trays.
+    Wide,
+    /// The map as JSON (`kind: FleetStatus`).
+    Json,
+    /// The map as YAML, the same document as JSON.
+    Yaml,
     /// A self-contained SVG image: one rect per tray, a legend and the pending domains.
     Svg,
 }
@@ -56,10 +74,13 @@ pub enum Format {
 pub struct Options {
     #[command(flatten)]
     pub source: SourceOptions,
+    /// List the ComputeDomains of every namespace.
+    #[arg(short = 'A', long, conflicts_with = "namespace")]
+    pub all_namespaces: bool,
     #[command(flatten)]
     pub policy: crate::explain::PolicyOptions,
-    /// Map format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
     pub output: Format,
 }
 
@@ -106,10 +127,17 @@ pub struct CliqueRow {
 /// A ComputeDomain of the map.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DomainEntry {
+    /// Its letter; `o` for a domain outside the listed namespace.
     pub letter: char,
     pub uid: String,
     /// `namespace/name`, or `UID <uid>` when the cluster has no such ComputeDomain.
     pub name: String,
+    /// Its namespace (its pods' when the cluster has no such ComputeDomain).
+    pub namespace: String,
+    /// Its name, when the cluster has the ComputeDomain.
+    pub object_name: Option<String>,
+    /// In the listed namespace (or every namespace is listed): a letter, a legend line.
+    pub listed: bool,
     /// Its non-terminal workload pods.
     pub pods: u32,
     /// Of those, bound or assumed.
@@ -136,7 +164,10 @@ pub struct Wait {
 /// The whole map.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fleet {
+    /// The namespace whose domains are listed; `None`: every namespace.
+    pub namespace: Option<String>,
     pub cliques: Vec<CliqueRow>,
+    /// Every domain on the map: the listed ones first, in order, then the others.
     pub domains: Vec<DomainEntry>,
     /// Nodes that are not trays (no clique label, no GPUs).
     pub other_nodes: u32,
@@ -211,13 +242,16 @@ struct PodFacts {
     gpus: u32,
 }
 
-/// Draws the map of the cluster view `cluster` built from `objects`.
-pub fn fleet(cluster: &Cluster, objects: &Objects) -> Result<Fleet, ExplainError> {
+/// Draws the map of the cluster view `cluster` built from `objects`, listing the domains of
+/// `namespace` (`None`: of every namespace).
+pub fn fleet(cluster: &Cluster, objects: &Objects, namespace: Option<&str>) -> Result<Fleet, ExplainError> {
     let settings = cluster.settings();
     let mut nodes: BTreeMap<String, NodeFacts> = BTreeMap::new();
     let mut slice_gpus: BTreeMap<String, u32> = BTreeMap::new();
     let mut pods: BTreeMap<(String, String), PodFacts> = BTreeMap::new();
     let mut names: BTreeMap<String, String> = BTreeMap::new();
+    // Domain UID -> (namespace, name) of the ComputeDomain objects.
+    let mut objects_of: BTreeMap<String, (String, String)> = BTreeMap::new();
     // Later objects replace earlier ones, as in the view; build_cluster has already checked them.
     let mut slices: BTreeMap<String, (Option<String>, u32, String, i64)> = BTreeMap::new();
     for o in &objects.objects {
@@ -237,7 +271,8 @@ pub fn fleet(cluster: &Cluster, objects: &Objects) -> Result<Fleet, ExplainError
                 }
             }
             Object::Domain { namespace, name, uid, .. } => {
-                names.insert(uid, format!("{namespace}/{name}"));
+                names.insert(uid.clone(), format!("{namespace}/{name}"));
+                objects_of.insert(uid, (namespace, name));
             }
             _ => {}
         }
@@ -259,6 +294,7 @@ pub fn fleet(cluster: &Cluster, objects: &Objects) -> Result<Fleet, ExplainError
 
     #[derive(Default)]
     struct Agg {
+        namespace: String,
         pods: u32,
         placed: u32,
         pending: u32,
@@ -270,7 +306,7 @@ pub fn fleet(cluster: &Cluster, objects: &Objects) -> Result<Fleet, ExplainError
     let mut plain: BTreeMap<String, ()> = BTreeMap::new();
     for ((ns, name), p) in &pods {
         let d = cluster.pre_filter(ns, name, &[]).map_err(|e| match e {
-            Error::UnknownPod(m) => ExplainError::UnknownPod(format!("pod {m} is not in the cluster view")),
+            Error::UnknownPod(m) => ExplainError::NotFound(format!("pod {m} is not in the cluster view")),
             e => ExplainError::Policy(e),
         })?;
         let Some(uid) = d.domain.clone() else {
@@ -286,6 +322,7 @@ pub fn fleet(cluster: &Cluster, objects: &Objects) -> Result<Fleet, ExplainError
             continue;
         }
         let agg = aggs.entry(uid.clone()).or_default();
+        agg.namespace.clone_from(ns);
         agg.pods += 1;
         if let Some(n) = &p.node {
             agg.placed += 1;
@@ -340,16 +377,34 @@ pub fn fleet(cluster: &Cluster, objects: &Objects) -> Result<Fleet, ExplainError
         }
     }
     let display = |uid: &str| names.get(uid).cloned().unwrap_or_else(|| format!("UID {uid}"));
-    uids.sort_by(|a, b| display(a).cmp(&display(b)).then_with(|| a.cmp(b)));
+    // A domain's namespace: its object's, else its pods'.
+    let namespace_of: BTreeMap<String, String> = uids
+        .iter()
+        .map(|uid| {
+            let ns = match objects_of.get(uid) {
+                Some((ns, _)) => ns.clone(),
+                None => aggs.get(uid).map(|a| a.namespace.clone()).unwrap_or_default(),
+            };
+            (uid.clone(), ns)
+        })
+        .collect();
+    let listed = |uid: &str| namespace.is_none_or(|ns| namespace_of.get(uid).is_some_and(|n| n == ns));
+    // Listed domains first (they get the letters), each group by name.
+    uids.sort_by(|a, b| listed(b).cmp(&listed(a)).then_with(|| display(a).cmp(&display(b))).then_with(|| a.cmp(b)));
     let mut domains: Vec<DomainEntry> = uids
         .iter()
         .enumerate()
         .map(|(i, uid)| {
+            let is_listed = listed(uid);
+            let namespace = namespace_of.get(uid).cloned().unwrap_or_default();
             let agg = aggs.remove(uid).unwrap_or_default();
             DomainEntry {
-                letter: LETTERS.chars().nth(i).unwrap_or('#'),
+                letter: if is_listed { LETTERS.chars().nth(i).unwrap_or('#') } else { 'o' },
                 uid: uid.clone(),
                 name: display(uid),
+                namespace,
+                object_name: objects_of.get(uid).map(|(_, n)| n.clone()),
+                listed: is_listed,
                 pods: agg.pods,
                 placed: agg.placed,
                 pending: agg.pending,
@@ -393,15 +448,16 @@ pub fn fleet(cluster: &Cluster, objects: &Objects) -> Result<Fleet, ExplainError
         trays.sort_by(|a, b| natural_cmp(&a.node, &b.node));
         cliques.push(CliqueRow { clique: key, trays });
     }
-    Ok(Fleet { cliques, domains, other_nodes })
+    Ok(Fleet { namespace: namespace.map(String::from), cliques, domains, other_nodes })
 }
 
 /// Runs the whole command: reads the arguments and the cluster, loads the component, draws.
 pub fn run(opts: &Options) -> Result<Fleet, ExplainError> {
     let args = opts.policy.args()?;
     let objects = opts.source.read()?;
+    let namespace = (!opts.all_namespaces).then(|| opts.source.namespace(&objects));
     let cluster = opts.policy.cluster(&args, &objects)?;
-    fleet(&cluster, &objects)
+    fleet(&cluster, &objects, namespace.as_deref())
 }
 
 /// Short clique names for the rows: `<first 8 of the cluster UUID>….<clique ID>` for labels of
@@ -445,9 +501,17 @@ impl Fleet {
     /// The map in `format`, ending with a newline.
     pub fn render(&self, format: Format) -> String {
         match format {
-            Format::Text => self.text(),
+            Format::Text => self.text(false),
+            Format::Wide => self.text(true),
+            Format::Json => crate::output::json(doc::KIND, &self.doc()),
+            Format::Yaml => crate::output::yaml(doc::KIND, &self.doc()),
             Format::Svg => self.svg(),
         }
+    }
+
+    /// The domains with a letter and a legend line.
+    pub fn listed(&self) -> impl Iterator<Item = &DomainEntry> {
+        self.domains.iter().filter(|d| d.listed)
     }
 
     /// Two lines: the trays, then the domains.
@@ -455,9 +519,16 @@ impl Fleet {
         let trays = self.trays().count();
         let free = self.trays().filter(|t| t.holder == Holder::Free && !t.cordoned).count();
         let cordoned = self.trays().filter(|t| t.cordoned).count();
-        let pending = self.domains.iter().filter(|d| d.pending > 0).count();
+        let pending = self.listed().filter(|d| d.pending > 0).count();
         let labelled = self.cliques.iter().filter(|c| c.clique.is_some()).count();
-        let mut domains = format!("{} ComputeDomain(s), {pending} pending", self.domains.len());
+        let mut domains = format!("{} ComputeDomain(s), {pending} pending", self.listed().count());
+        if let Some(ns) = &self.namespace {
+            let others = self.domains.len() - self.listed().count();
+            domains = format!("namespace {ns}: {domains}");
+            if others > 0 {
+                let _ = write!(domains, "; {others} in other namespaces (o; -A lists them)");
+            }
+        }
         if self.other_nodes > 0 {
             let _ = write!(domains, "; {} node(s) without GPUs or clique label not shown", self.other_nodes);
         }
@@ -527,10 +598,15 @@ mod tests {
     }
 
     pub(super) fn map(values: Vec<Value>) -> Fleet {
+        map_in(values, None)
+    }
+
+    /// The map listing the domains of `namespace` (`None`: every namespace).
+    pub(in crate::status) fn map_in(values: Vec<Value>, namespace: Option<&str>) -> Fleet {
         let objects = objects(values);
         let cluster =
             crate::explain::build_cluster(cdplace_testkit::native::backend(), "", None, &objects).expect("cluster");
-        fleet(&cluster, &objects).expect("fleet")
+        fleet(&cluster, &objects, namespace).expect("fleet")
     }
 
     #[test]

@@ -32,6 +32,9 @@ impl Fleet {
                 let (h, m) = self.cell(t);
                 let (fill, holder) = match &t.holder {
                     Holder::Free => ("#f4f4f4".to_string(), "free".to_string()),
+                    Holder::Domain(d) if !self.domains[*d].listed => {
+                        ("#d9d9d9".to_string(), format!("{} (another namespace)", self.domains[*d].name))
+                    }
                     Holder::Domain(d) => (colour(*d), self.domains[*d].name.clone()),
                     Holder::Unknown(u) => {
                         ("#777777".to_string(), format!("ComputeDomain UID {u} (not in the cluster)"))
@@ -73,7 +76,7 @@ impl Fleet {
         }
         y += LINE;
         let _ = writeln!(body, r#"<g class="legend">"#);
-        for (i, d) in self.domains.iter().enumerate() {
+        for (i, d) in self.domains.iter().enumerate().filter(|(_, d)| d.listed) {
             let _ = writeln!(
                 body,
                 r##"<rect x="10" y="{}" width="14" height="14" fill="{}" stroke="#444444"/><text x="32" y="{}">{} {}: {} tray(s), {} of {} pod(s) placed{}</text>"##,
@@ -107,7 +110,7 @@ impl Fleet {
         );
         y += LINE;
         let _ = writeln!(body, "</g>");
-        let pending: Vec<&DomainEntry> = self.domains.iter().filter(|d| d.pending > 0).collect();
+        let pending: Vec<&DomainEntry> = self.listed().filter(|d| d.pending > 0).collect();
         if !pending.is_empty() {
             y += LINE;
             let _ = writeln!(

@@ -7,13 +7,19 @@ use super::{ADMITTED, COLUMNS, DomainEntry, Fleet, Holder, clique_names};
 use cdplace_host::Code;
 
 impl Fleet {
-    pub(super) fn text(&self) -> String {
+    /// The map as text; `wide` gives full clique labels (rows may pass [`COLUMNS`]) and each
+    /// domain's UID and trays.
+    pub(super) fn text(&self, wide: bool) -> String {
         let mut out = String::new();
         for line in self.summary() {
             let _ = writeln!(out, "{line}");
         }
         let _ = writeln!(out);
-        let names = clique_names(&self.cliques);
+        let names = if wide {
+            self.cliques.iter().map(|r| r.clique.clone().unwrap_or_else(|| "(no clique)".to_string())).collect()
+        } else {
+            clique_names(&self.cliques)
+        };
         let width = names.iter().map(|n| n.chars().count()).max().unwrap_or(0).max("CLIQUE".len());
         // Each cell is two characters and a space; the free count takes 12 columns.
         let per_line = ((COLUMNS.saturating_sub(width + 2 + 12) + 1) / 3).max(1);
@@ -40,8 +46,8 @@ impl Fleet {
             }
         }
         let _ = writeln!(out);
-        let name_width = self.domains.iter().map(|d| d.name.chars().count()).max().unwrap_or(0);
-        for d in &self.domains {
+        let name_width = self.listed().map(|d| d.name.chars().count()).max().unwrap_or(0);
+        for (i, d) in self.domains.iter().enumerate().filter(|(_, d)| d.listed) {
             let state = match () {
                 _ if d.pending > 0 => "pending",
                 _ if d.placed < d.pods => "nominated",
@@ -52,6 +58,15 @@ impl Fleet {
                 d.letter, d.name, d.trays, d.placed, d.pods
             );
             let _ = writeln!(out, "{}", line.trim_end());
+            if wide {
+                let trays: Vec<&str> =
+                    self.trays().filter(|t| t.holder == Holder::Domain(i)).map(|t| t.node.as_str()).collect();
+                let trays = if trays.is_empty() { "-".to_string() } else { trays.join(" ") };
+                wrap(&mut out, &format!("UID {}; trays: {trays}", d.uid), 5, 5);
+            }
+        }
+        if self.domains.iter().any(|d| !d.listed) {
+            let _ = writeln!(out, "  o  held by a ComputeDomain in another namespace (-A lists every namespace)");
         }
         let mut unknown: Vec<&str> = self
             .trays()
@@ -69,7 +84,7 @@ impl Fleet {
         let _ =
             writeln!(out, "  a mark after the holder:  x cordoned   * nominated by preemption   ' held by the node's");
         let _ = writeln!(out, "  domain label only (no pod of the domain there)");
-        let pending: Vec<&DomainEntry> = self.domains.iter().filter(|d| d.pending > 0).collect();
+        let pending: Vec<&DomainEntry> = self.listed().filter(|d| d.pending > 0).collect();
         if !pending.is_empty() {
             let _ = writeln!(out);
             let _ = writeln!(out, "Pending ComputeDomains:");

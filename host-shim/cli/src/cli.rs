@@ -1,0 +1,76 @@
+//! The command line both executables run: `cdplace` and `kubectl-cdplace` (kubectl runs the
+//! latter for `kubectl cdplace ...`; the two behave the same whatever their name). Each
+//! subcommand lives in its module: `explain` is [`crate::explain`], `status` is [`crate::status`].
+//!
+//! Exit codes: 0 with a report; 1 when the command could not finish against a well-formed request
+//! (the cluster could not be read — unreachable, forbidden, a failed list —, the pod or
+//! ComputeDomain is not found, or the policy failed); 2 for bad usage or unusable input (flags and
+//! arguments, a kubeconfig or context that cannot be used, an unreadable or invalid snapshot, plugin
+//! arguments or policy file). See [`crate::explain::ExplainError::exit_code`].
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::explain::ExplainError;
+use crate::{explain, status};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cdplace",
+    version,
+    about = "Tools for the cdplace ComputeDomain placement policy (also `kubectl cdplace` when installed as kubectl-cdplace)",
+    after_help = "Both commands read the cluster of the current kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config; \
+                  --context) or snapshot files (--snapshot), and run the policy component built into this binary."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Show what the policy decides for a pod, or for a ComputeDomain's first pending pod, node by
+    /// node: `explain POD [-n NS]`, `explain pod/POD`, `explain cd/NAME`.
+    Explain(explain::Options),
+    /// Draw the fleet: NVLink cliques × trays, which ComputeDomain holds each tray, and why the
+    /// pending ones wait; the ComputeDomains of the current namespace, `-n NS`, or `-A` for all.
+    Status(status::Options),
+}
+
+/// Prints `report`, or the failure under `program` with its exit status.
+fn finish(program: &str, result: Result<String, ExplainError>) -> ExitCode {
+    match result {
+        Ok(report) => match std::io::stdout().lock().write_all(report.as_bytes()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("{program}: writing the report: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Err(e) => {
+            eprintln!("{program}: {}", cdplace_host::error::chain(&e));
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+/// Parses the command line (usage errors exit 2, as clap does), runs the command, prints.
+pub fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Explain(opts) => finish(explain::PROGRAM, explain::run(&opts).map(|r| r.render(opts.output))),
+        Command::Status(opts) => finish(status::PROGRAM, status::run(&opts).map(|f| f.render(opts.output))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}
