@@ -172,8 +172,9 @@ $(E2E_BIN)/cdplace-demo: e2e/go.mod e2e/go.sum $(wildcard e2e/harness/*.go e2e/c
 
 ## test-e2e: the scenarios on a real control plane (etcd, kube-apiserver, kube-controller-manager,
 ## the cdplace kube-scheduler and a stock one for the baseline, as local processes), the Helm
-## chart (e2e/helm_test.go needs the helm binary) and the playground
-test-e2e: scheduler e2e-binaries helm lint-e2e
+## chart (e2e/helm_test.go needs the helm binary; promtool checks its alerts, helm-docs its README)
+## and the playground
+test-e2e: scheduler e2e-binaries helm promtool helm-docs lint-e2e
 	mkdir -p target/e2e
 	cd e2e && { $(GO) test -count=1 -timeout 30m -v ./... > ../target/e2e/test.log 2>&1; rc=$$?; \
 		grep -E '^ *(--- |ok |FAIL|control plane)|^ *[|]' ../target/e2e/test.log; \
