@@ -2,12 +2,10 @@ package e2e
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -141,7 +139,7 @@ func TestImageSchedules(t *testing.T) {
 			t.Errorf("runc delete %s: %v: %s", id, err, out)
 		}
 	})
-	if err := waitHealthy(ctx, proc, port); err != nil {
+	if err := harness.WaitHealthy(ctx, proc, "the image's scheduler", port, 90*time.Second); err != nil {
 		t.Fatal(err)
 	}
 
@@ -247,31 +245,6 @@ func writeSpec(t *testing.T, path string, spec *specs.Spec) {
 	if err := os.WriteFile(path, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// waitHealthy polls the scheduler's /healthz until it answers 200, as the harness does for the
-// schedulers it starts.
-func waitHealthy(ctx context.Context, proc *harness.Process, port int) error {
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
-		// The scheduler's serving certificate is self-signed; this probe only reads /healthz.
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec
-	}}
-	url := fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
-	deadline := time.Now().Add(90 * time.Second)
-	for time.Now().Before(deadline) {
-		if exited, err := proc.Exited(); exited {
-			return fmt.Errorf("the image's scheduler exited while starting (%v); log: %s", err, proc.LogPath)
-		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if resp, err := client.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return fmt.Errorf("the image's scheduler is not healthy after 90s; log: %s", proc.LogPath)
 }
 
 // containerPID is the container's init process (the entrypoint) as runc reports it.

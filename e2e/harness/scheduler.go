@@ -174,15 +174,21 @@ func (s *Scheduler) start(ctx context.Context, extra ...string) error {
 		return err
 	}
 	s.proc = p
+	return WaitHealthy(ctx, p, s.Name, s.Port, 60*time.Second)
+}
+
+// WaitHealthy polls a scheduler's /healthz on 127.0.0.1:port until it answers 200, failing when
+// the process exits first, ctx ends, or timeout passes.
+func WaitHealthy(ctx context.Context, p *Process, name string, port int, timeout time.Duration) error {
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
 		// The scheduler's serving certificate is self-signed; this probe only reads /healthz.
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec
 	}}
-	url := fmt.Sprintf("https://127.0.0.1:%d/healthz", s.Port)
-	deadline := time.Now().Add(60 * time.Second)
+	url := fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
+	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		if exited, err := p.Exited(); exited {
-			return fmt.Errorf("%s exited while starting (%v); log: %s", s.Name, err, p.LogPath)
+			return fmt.Errorf("%s exited while starting (%v); log: %s", name, err, p.LogPath)
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -196,7 +202,7 @@ func (s *Scheduler) start(ctx context.Context, extra ...string) error {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return fmt.Errorf("%s not healthy after 60s; log: %s", s.Name, p.LogPath)
+	return fmt.Errorf("%s not healthy after %s; log: %s", name, timeout, p.LogPath)
 }
 
 // Kill ends the scheduler with SIGKILL, as a crash would.
