@@ -41,6 +41,8 @@ toolchain:
 ## guest: the policy component (and the test-only faulty component), wasm32-wasip2
 guest: toolchain
 	$(CARGO) build -p cdplace-guest -p cdplace-faulty-guest --target wasm32-wasip2 --profile guest
+	$(CARGO) build $(TEST_GUEST_PACKAGES) --target wasm32-wasip2 --profile guest
+	$(CARGO) build -p cdplace-guest-worstfit --target wasm32-wasip2 --profile guest
 
 ## build: the guest, then libcdplace_host.a and the `cdplace` CLI (also as `kubectl-cdplace`, the
 ## kubectl plugin), which embeds the guest (host-shim/cli/build.rs), so the guest is built first
@@ -103,6 +105,22 @@ test-go: scheduler lint-go
 	cd host-shim/go && CDPLACE_SCHEDULER_BIN=$(CURDIR)/$(SCHEDULER) $(GO) test $(GO_HOSTLIB) ./...
 	cd host-shim/go && $(GO) test $(GO_HOSTLIB) -race -count=1 ./internal/... ./pkg/...
 
+## Test-only policy components (issue 35; built by `guest` into $(GUEST_DIR), never shipped):
+## cdplace_test_violator.wasm (allows every node to every pod), cdplace_test_instantiate_trap.wasm
+## (traps in configure), cdplace_test_loop.wasm (loops in every pre-filter),
+## cdplace_test_other_wit.wasm (built against cdplace:policy@0.4.0: the host refuses to load it),
+## and cdplace_guest_worstfit.wasm (the shipped policy with worst fit across cliques). The
+## worst-fit one is built in a cargo invocation of its own: features unify within one, and the
+## shipped component must not get cdplace-policy's worst-fit feature.
+TEST_GUEST_PACKAGES := -p cdplace-test-violator -p cdplace-test-instantiate-trap -p cdplace-test-loop -p cdplace-test-other-wit
+
+## bench-swap: what a policy swap costs at 5,004 trays (278 cliques of 18, 200 pending domains,
+## 500 placed pods): compiling the component, then Cluster::swap's checks and self-test on the
+## live view (host-shim/lib/tests/swap.rs swap_at_5004_trays; prints the figures)
+.PHONY: bench-swap
+bench-swap: build
+	$(CARGO) test --release -p cdplace-host --test swap -- --ignored --nocapture swap_at_5004_trays
+
 lint: guest
 	$(CARGO) fmt --all -- --check
 	@# The staticlib kube-scheduler links must not pull in the CLI's client, runtime or parsers.
@@ -110,6 +128,7 @@ lint: guest
 		{ echo "cdplace-host must not depend on the CLI's kube, clap, serde_yaml, tokio, hyper or rustls"; exit 1; }
 	$(CARGO) clippy --workspace --all-targets --release -- -D warnings
 	$(CARGO) clippy -p cdplace-guest -p cdplace-faulty-guest --target wasm32-wasip2 --profile guest -- -D warnings
+	$(CARGO) clippy $(TEST_GUEST_PACKAGES) -p cdplace-guest-worstfit --target wasm32-wasip2 --profile guest -- -D warnings
 
 ## version: cdplace's version has one owner, `version` in Cargo.toml's [workspace.package]
 ## (0.37.x: one minor per Kubernetes minor). `make scheduler` stamps k8s.io/component-base/version

@@ -113,6 +113,30 @@ pub struct Args {
     /// busy waits for one within its deadline. Each may use up to `guestMemoryLimitMiB`.
     #[serde(default = "default_max_instances")]
     pub max_policy_instances: u32,
+    /// Where the policy component comes from, watched while the scheduler runs: the one built
+    /// into the binary (default), a file, or a key of a ConfigMap's `binaryData`. A new
+    /// component is checked on the live view and swapped in between scheduling cycles; one that
+    /// fails a check is refused and the old one keeps deciding. The host validates this field and
+    /// does not pass it on: a policy is never the validator of where it comes from.
+    #[serde(default, skip_serializing)]
+    pub policy: HostOnly,
+    /// A second policy component, from a source like `policy`'s, asked the same PreFilter
+    /// questions on the same view and never acting: where it would decide differently is
+    /// reported per ComputeDomain (metrics, log, `ShadowDiverged` Events). Unset: no shadow.
+    /// Validated by the host, as `policy`.
+    #[serde(default, skip_serializing)]
+    pub shadow_policy: HostOnly,
+}
+
+/// A host field the policy accepts whatever its value and ignores.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HostOnly;
+
+impl<'de> Deserialize<'de> for HostOnly {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        serde::de::IgnoredAny::deserialize(d)?;
+        Ok(HostOnly)
+    }
 }
 
 /// `sizeSettleSeconds` when unset.
@@ -392,6 +416,16 @@ mod tests {
     }
 
     #[test]
+    fn the_hosts_policy_source_is_accepted_and_ignored() {
+        let a = Args::parse(
+            r#"{"policy":{"source":"configMap","namespace":"x","name":"y","key":"z"},"shadowPolicy":{"source":"embedded"}}"#,
+        )
+        .unwrap();
+        assert_eq!(a, Args::default());
+        assert_eq!(a.canonical_json(), Args::default().canonical_json());
+    }
+
+    #[test]
     fn unknown_field_is_named() {
         let e = Args::parse(r#"{"wholeTrays":"Off"}"#).unwrap_err();
         assert!(e.to_string().starts_with("invalid plugin args: unknown field `wholeTrays`, expected one of"), "{e}");
@@ -472,7 +506,9 @@ mod tests {
         let props = schema["definitions"]["computeDomainPlacementArgs"]["properties"]
             .as_object()
             .expect("definitions.computeDomainPlacementArgs.properties in values.schema.json");
-        let mut fields: alloc::vec::Vec<String> = alloc::vec!["apiVersion".into(), "kind".into(), "guestPath".into()];
+        // guestPath, policy and shadowPolicy are the host's (never serialized by the policy).
+        let mut fields: alloc::vec::Vec<String> =
+            alloc::vec!["apiVersion".into(), "kind".into(), "guestPath".into(), "policy".into(), "shadowPolicy".into()];
         let defaults: serde_json::Value = serde_json::from_str(&Args::default().canonical_json()).unwrap();
         fields.extend(defaults.as_object().unwrap().keys().cloned());
         for f in &fields {

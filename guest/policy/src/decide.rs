@@ -405,12 +405,13 @@ impl View {
             Code::UnschedulableAndUnresolvable,
             format!("node is not an NVLink tray: label {} is absent or has an empty clique ID", self.args.clique_label),
         );
-        // Best fit first; a clique reserved for this domain (it heads its class) before all.
+        // Best fit first (worst fit under the test-only `worst-fit` feature); a clique reserved
+        // for this domain (it heads its class) before all.
         let own = reservations.iter().find(|x| x.domain == m.domain).map(|x| x.clique);
         fits.sort_by(|a, b| {
             (own != Some(a.1))
                 .cmp(&(own != Some(b.1)))
-                .then(a.0.cmp(&b.0))
+                .then(if cfg!(feature = "worst-fit") { b.0.cmp(&a.0) } else { a.0.cmp(&b.0) })
                 .then_with(|| self.str(a.1).cmp(self.str(b.1)))
         });
         let too_small = r.verdict(

@@ -57,6 +57,7 @@ pub use args::{Args, ImexMode, WholeTray};
 pub use decide::CANDIDATE_CLIQUES;
 pub use error::{Error, Result};
 pub use facts::*;
+pub use nodes::{LabelKind, label_kind};
 pub use preempt::{Plan, Preemption};
 pub use reserve::SIZE_CLASSES;
 pub use size::{DomainSize, SizeSource};

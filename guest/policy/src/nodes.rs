@@ -13,7 +13,7 @@ use crate::view::{View, bump};
 
 /// What a clique label value says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum LabelKind {
+pub enum LabelKind {
     /// `<clusterUUID>.<cliqueID>` with both parts present.
     Clique,
     /// The label is absent or its clique ID is empty: a node without NVLink fabric.
@@ -22,7 +22,8 @@ pub(crate) enum LabelKind {
     Malformed,
 }
 
-pub(crate) fn label_kind(v: &str) -> LabelKind {
+/// What a clique label value says (the host's safety checker reads labels the same way).
+pub fn label_kind(v: &str) -> LabelKind {
     if v.is_empty() {
         return LabelKind::NoFabric;
     }

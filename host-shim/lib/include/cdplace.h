@@ -1,5 +1,5 @@
 /*
- * cdplace.h — C ABI of the cdplace host (libcdplace_host.a), version 4.
+ * cdplace.h — C ABI of the cdplace host (libcdplace_host.a), version 5 (CDPLACE_ABI_VERSION).
  *
  * Runs the cdplace placement policy, a WebAssembly component, inside wasmtime on behalf of
  * kube-scheduler. Conventions (as in wasmtime's C API):
@@ -35,6 +35,14 @@
 extern "C" {
 #endif
 
+/**
+ * The version of this header. 5: a cluster's policy can be replaced while it serves
+ * (cdplace_cluster_swap, cdplace_cluster_policy_generation); PreFilter and steering report the
+ * policy generation that decided (a new out-parameter); CDPLACE_ERROR_REFUSED, _WORLD.
+ * cdplace_abi_version returns the library's: a caller checks they are equal.
+ */
+#define CDPLACE_ABI_VERSION 5
+
 /** An error: a kind and a message. Owned by the caller once returned. */
 typedef struct cdplace_error_t cdplace_error_t;
 /** The compiled policy component. */
@@ -60,8 +68,17 @@ typedef enum cdplace_error_kind_t {
   CDPLACE_ERROR_UNKNOWN_POD = 8,    /* a call named a pod the view does not have */
   CDPLACE_ERROR_PANIC = 9,          /* a bug in the library, caught at the boundary */
   CDPLACE_ERROR_BAD_CALL = 10,      /* NULL pointers, bad UTF-8, a malformed batch or overlay */
-  CDPLACE_ERROR_BUSY = 11           /* all maxPolicyInstances instances stayed busy until the
+  CDPLACE_ERROR_BUSY = 11,          /* all maxPolicyInstances instances stayed busy until the
                                        call's deadline; retry later */
+  CDPLACE_ERROR_POLICY_VIOLATION = 12, /* the policy's answer broke a safety rule (a node the
+                                       driver's Prepare would refuse); the message starts
+                                       "policy violation: rule <name>: " and names the node and
+                                       the other domain; the answer is not used */
+  CDPLACE_ERROR_REFUSED = 13,       /* cdplace_cluster_swap refused the new policy; the message is
+                                       "policy refused (<check>): <why>", check one of instantiate,
+                                       configure, settings, self-test; the old policy still decides */
+  CDPLACE_ERROR_WORLD = 14          /* the component compiled but does not match the WIT world this
+                                       library was built against (another WIT version) */
 } cdplace_error_kind_t;
 
 /** How a cluster's journal and policy instances stand (cdplace_cluster_stats). */
@@ -70,6 +87,7 @@ typedef struct cdplace_stats_t {
   uint64_t idle_instances; /* instances waiting for a call */
   uint64_t busy_instances; /* instances in a call */
   uint64_t quarantined_objects; /* objects held out of the view: their facts trap the guest */
+  uint64_t policy_violations; /* PreFilter answers refused by the safety rules so far */
 } cdplace_stats_t;
 
 /** A scheduling framework status code, as the packed decision carries it (one byte). */
@@ -112,10 +130,14 @@ void cdplace_error_delete(cdplace_error_t *err);
 /** Frees library-owned bytes (NULL allowed); resets data and len. Not concurrently with other uses. */
 void cdplace_bytes_delete(cdplace_bytes_t *bytes);
 
+/** The library's CDPLACE_ABI_VERSION. Thread-safe. */
+uint32_t cdplace_abi_version(void);
+
 /**
  * Compiles the policy component (.wasm bytes) once and writes the runtime to *out. The
  * component may import nothing. Limits are not set here: each cluster takes them from its
- * plugin arguments. Errors: CDPLACE_ERROR_LOAD, CDPLACE_ERROR_BAD_CALL.
+ * plugin arguments. Errors: CDPLACE_ERROR_LOAD (not a component, or it does not compile),
+ * CDPLACE_ERROR_WORLD (a component of another world or WIT version), CDPLACE_ERROR_BAD_CALL.
  * Thread-safe; the result may be shared between threads.
  */
 cdplace_error_t *cdplace_runtime_new(const uint8_t *wasm, size_t wasm_len, cdplace_runtime_t **out);
@@ -231,14 +253,20 @@ cdplace_error_t *cdplace_cluster_forget(const cdplace_cluster_t *c, const char *
  * Score(node) = cliques[label].score, else other's score, when Filter(node) is Success.
  * Errors: CDPLACE_ERROR_UNKNOWN_POD; CDPLACE_ERROR_TRAP, _TIMEOUT, _OUT_OF_MEMORY (the instance is
  * discarded and the next call uses a fresh one); CDPLACE_ERROR_BUSY when all maxPolicyInstances
- * instances stayed in calls until the deadline; CDPLACE_ERROR_BAD_CALL for a malformed overlay.
+ * instances stayed in calls until the deadline; CDPLACE_ERROR_BAD_CALL for a malformed overlay;
+ * CDPLACE_ERROR_POLICY_VIOLATION when the answer allows a node that breaks a safety rule
+ * (driver-managed IMEX: a node holding another ComputeDomain; a node already holding a workload
+ * pod of the pod's domain; a node outside the clique the domain runs in): the library checks
+ * every answer against its view before it is returned, whatever policy gave it.
  * One deadline (guestCallTimeout) covers the whole call: waiting for an instance, making one
  * from a snapshot or catching one up, and the decision.
+ * *generation (when not NULL) is the policy generation that decided (cdplace_cluster_swap): a
+ * call in flight during a swap is decided by the old policy and says so.
  * Thread-safe: concurrent calls run on separate guest instances (at most maxPolicyInstances).
  */
 cdplace_error_t *cdplace_cluster_pre_filter(const cdplace_cluster_t *c, const char *ns, size_t ns_len,
                                             const char *name, size_t name_len, const uint8_t *overlay,
-                                            size_t overlay_len, cdplace_bytes_t *out);
+                                            size_t overlay_len, cdplace_bytes_t *out, uint64_t *generation);
 
 /**
  * Plain-pod steering: where a pod without a ComputeDomain should go, the same answer for every
@@ -249,10 +277,78 @@ cdplace_error_t *cdplace_cluster_pre_filter(const cdplace_cluster_t *c, const ch
  * else per clique a score (broken cliques above intact ones, nodes without a clique above both)
  * (a clique reserved for a waiting domain lowest) and, for GPU pods, Unschedulable on cliques
  * whose free trays are all promised to starting domains or held for a reservation, with the
- * nodes there that stay open listed. Errors as for PreFilter.
+ * nodes there that stay open listed. Errors as for PreFilter; *generation (when not NULL) as there.
  * Thread-safe.
  */
-cdplace_error_t *cdplace_cluster_steer(const cdplace_cluster_t *c, uint8_t gpus, cdplace_bytes_t *out);
+cdplace_error_t *cdplace_cluster_steer(const cdplace_cluster_t *c, uint8_t gpus, cdplace_bytes_t *out,
+                                       uint64_t *generation);
+
+/**
+ * Replaces the cluster's policy with the runtime's component while the cluster serves. The
+ * component is checked first, on an instance of its own, and decides nothing until every check
+ * passes: "instantiate" (it instantiates under the cluster's memory and call time limits),
+ * "configure" (it accepts the cluster's arguments), "settings" (it answers the same host
+ * settings as the policy deciding now: a policy must not change callTimeoutMs, memoryLimitMiB,
+ * cliqueLabel, the drivers, ...), "self-test" (fed the live view as every new instance is, it
+ * decides PreFilter for one pending pod of every ComputeDomain and up to 64 placed ones through
+ * the live PreFilter path, gives the fleet status once and steers once when plainPodSteering is
+ * on: no trap, no Error status, each call within guestCallTimeout). Then, at once, the policy
+ * generation goes up by one and every later call is decided by the new component; calls in
+ * flight finish on the old one, whose instances are dropped as they come back. The view and the
+ * journal are kept (nothing is fed again).
+ * On success writes a report as JSON to *report (free with cdplace_bytes_delete):
+ *   {"generation": N (the new one), "pendingDomains": N, "placedPods": N, "gonePods": N (left
+ *    the view meanwhile), "calls": N, "slowestCallUs": N, "slowestCall": S, "setupUs": N
+ *    (instantiate, configure, snapshot), "elapsedUs": N}
+ * Errors: CDPLACE_ERROR_REFUSED (the old policy still decides; the message names the check and
+ * why, with the guest's error), CDPLACE_ERROR_BAD_CALL.
+ * Thread-safe: it runs alongside every other call on the cluster (no lock is held during its
+ * guest calls, which take as long as the self-test: call it off the scheduling path); two swaps
+ * on one cluster run one after the other. rt may be freed afterwards (the cluster keeps what
+ * it needs).
+ */
+cdplace_error_t *cdplace_cluster_swap(const cdplace_cluster_t *c, const cdplace_runtime_t *rt,
+                                      cdplace_bytes_t *report);
+
+/**
+ * Writes the generation of the policy deciding now to *out: 1 for the component the cluster was
+ * made with, one more for each swap. Thread-safe (a short lock, no guest call).
+ */
+cdplace_error_t *cdplace_cluster_policy_generation(const cdplace_cluster_t *c, uint64_t *out);
+
+/**
+ * Sets the cluster's shadow policy to the runtime's component, or clears it when rt is NULL. A
+ * shadow passes the same checks as cdplace_cluster_swap (errors: CDPLACE_ERROR_REFUSED; the
+ * shadow set before, if any, stays) and then never acts: every live PreFilter answer for a
+ * ComputeDomain pod without an overlay is queued (at most 64 waiting, one per domain; a full
+ * queue drops it, counted as "skipped") for cdplace_cluster_shadow_step to ask the shadow on the
+ * same view. The live call only copies its answer. Writes the checks' report (the JSON of
+ * cdplace_cluster_swap, "null" when cleared) to *report. Thread-safe.
+ */
+cdplace_error_t *cdplace_cluster_set_shadow(const cdplace_cluster_t *c, const cdplace_runtime_t *rt,
+                                            cdplace_bytes_t *report);
+
+/**
+ * Asks the shadow policy about the oldest waiting live decision, on the view that decision was
+ * made on (the shadow's instance is brought to that journal position, never past it; a decision
+ * behind it, or whose view was cut or compacted away, is "skipped"), and compares the answers:
+ * "agree", "would-not-place" (the live answer offers a clique, the shadow's none),
+ * "would-place", "other-clique" (another best clique), "elsewhere" (the same best clique, other
+ * cliques or nodes offered), "error" (the shadow's call failed; its instance is rebuilt).
+ * *did is 1 when a decision waited, else 0. One guest call under guestCallTimeout: call it off
+ * the scheduling path, as often as the caller's CPU budget allows. Thread-safe.
+ */
+cdplace_error_t *cdplace_cluster_shadow_step(const cdplace_cluster_t *c, uint8_t *did);
+
+/**
+ * What the shadow did since the last call, as JSON to *out (the counts and divergences are
+ * taken): {"active": bool, "generation": N, "outcomes": {"agree": N, ...}, "divergences": [{
+ * "domain": UID, "pod": "ns/name", "outcome": O, "live": S, "shadow": S, "position": N,
+ * "liveGeneration": N, "shadowGeneration": N}] (one each time a domain's outcome changes to a
+ * divergent one, oldest first, at most 256), "dropped": N, "queued": N, "busyUs": N (time in the
+ * shadow's guest calls)}. Thread-safe.
+ */
+cdplace_error_t *cdplace_cluster_shadow_take(const cdplace_cluster_t *c, cdplace_bytes_t *out);
 
 /**
  * Gang preemption (PostFilter) for pod ns/name: which whole lower-priority ComputeDomains and

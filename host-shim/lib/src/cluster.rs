@@ -14,7 +14,7 @@ use crate::extract::{self, Kind};
 use crate::facts::{self, Record};
 use crate::fleet::{self, Fleet};
 use crate::overlay::Overlay;
-use crate::pool::{JournalBounds, Pool, Stats};
+use crate::pool::{JournalBounds, On, Pool, ShadowReport, Stats, SwapReport};
 use crate::preemption::{self, Preemption};
 use crate::quarantine::Quarantined;
 use crate::runtime::Limits;
@@ -97,38 +97,99 @@ impl Cluster {
     /// (trap, timeout, memory) is an error and the instance is discarded; the next call gets a
     /// fresh one.
     pub fn pre_filter(&self, namespace: &str, name: &str, overlay: &[Overlay]) -> Result<Decision> {
-        self.pool.pre_filter(namespace, name, overlay, decision::decision)
+        Ok(self.pool.pre_filter(On::Pool, namespace, name, overlay, decision::decision)?.0)
+    }
+
+    /// [`Cluster::pre_filter`] with the policy generation that decided it.
+    pub fn pre_filter_with_generation(
+        &self,
+        namespace: &str,
+        name: &str,
+        overlay: &[Overlay],
+    ) -> Result<(Decision, u64)> {
+        self.pool.pre_filter(On::Pool, namespace, name, overlay, decision::decision)
     }
 
     /// [`Cluster::pre_filter`] answered in the packed `CDP4` form (see [`crate::decision`]): what
     /// the Go adapter reads; no per-node strings are built.
     pub fn pre_filter_packed(&self, namespace: &str, name: &str, overlay: &[Overlay]) -> Result<Vec<u8>> {
-        self.pool.pre_filter(namespace, name, overlay, decision::packed)
+        Ok(self.pre_filter_packed_with_generation(namespace, name, overlay)?.0)
+    }
+
+    /// [`Cluster::pre_filter_packed`] with the policy generation that decided it.
+    pub fn pre_filter_packed_with_generation(
+        &self,
+        namespace: &str,
+        name: &str,
+        overlay: &[Overlay],
+    ) -> Result<(Vec<u8>, u64)> {
+        self.pool.pre_filter(On::Pool, namespace, name, overlay, decision::packed)
     }
 
     /// Plain-pod steering: where a pod without a ComputeDomain should go (`gpus`: it uses GPUs).
     /// The answer is the same for every such pod on the same view.
     pub fn steer(&self, gpus: bool) -> Result<Decision> {
-        self.pool.steer(gpus, decision::decision)
+        Ok(self.pool.steer(On::Pool, gpus, decision::decision)?.0)
     }
 
     /// [`Cluster::steer`] in the packed `CDP4` form.
     pub fn steer_packed(&self, gpus: bool) -> Result<Vec<u8>> {
-        self.pool.steer(gpus, decision::packed)
+        Ok(self.steer_packed_with_generation(gpus)?.0)
+    }
+
+    /// [`Cluster::steer_packed`] with the policy generation that decided it.
+    pub fn steer_packed_with_generation(&self, gpus: bool) -> Result<(Vec<u8>, u64)> {
+        self.pool.steer(On::Pool, gpus, decision::packed)
+    }
+
+    /// Replaces the policy while the cluster serves: `backend` (in production a newly compiled
+    /// [`crate::Runtime`]) is checked first, off the decision path (instantiated under the
+    /// cluster's limits, configured with its arguments to the same host settings, and
+    /// self-tested on the live view: see [`crate::pool`]); when every check passes, the policy
+    /// generation goes up and every later call is decided by it, while calls in flight finish on
+    /// the old one. The view and the journal stay (nothing is fed again). A refused policy
+    /// changes nothing: [`Error::Refused`] names the check and why. One swap at a time.
+    pub fn swap(&self, backend: Arc<dyn Backend>) -> Result<SwapReport> {
+        self.pool.swap(backend, &self.settings)
+    }
+
+    /// Sets a shadow policy (`Some`, after the same checks as [`Cluster::swap`]; it replaces any
+    /// shadow set before) or clears it (`None`). A shadow is asked every live PreFilter question
+    /// of a ComputeDomain pod again, on the same view, by [`Cluster::shadow_step`], and never
+    /// acts; see `pool::shadow`. A refused one changes nothing ([`Error::Refused`]).
+    pub fn set_shadow(&self, backend: Option<Arc<dyn Backend>>) -> Result<Option<SwapReport>> {
+        self.pool.set_shadow(backend, &self.settings)
+    }
+
+    /// Answers the oldest live decision waiting for the shadow policy and compares; false when
+    /// none waited (or no shadow is set). One guest call: call it off the scheduling path.
+    pub fn shadow_step(&self) -> bool {
+        self.pool.shadow_step()
+    }
+
+    /// The shadow's counts and divergences since the last call (they are taken).
+    pub fn shadow_take(&self) -> ShadowReport {
+        self.pool.shadow_take()
+    }
+
+    /// The generation of the policy deciding now: 1 for the one the cluster was made with, one
+    /// more for each swap.
+    pub fn policy_generation(&self) -> u64 {
+        self.pool.policy_generation()
     }
 
     /// Gang preemption for a pod (PostFilter): the whole lower-priority domains and plain GPU
     /// pods to evict so its domain fits one clique, or why none help. A guest failure is an
     /// error and the instance is discarded, as for PreFilter. Nothing in the view changes.
     pub fn preempt(&self, namespace: &str, name: &str) -> Result<Preemption> {
-        self.pool.preempt(namespace, name, preemption::resolve)
+        Ok(self.pool.preempt(namespace, name, preemption::resolve)?.0)
     }
 
     /// The fleet status: cliques' trays, the largest domain that could start now, reserved
     /// trays, each ComputeDomain's phase and why a pending one waits (metrics and Events). It
     /// decides once per pending domain: ask at most about once a second. Errors as for PreFilter.
     pub fn status(&self) -> Result<Fleet> {
-        self.pool.status(fleet::resolve)
+        Ok(self.pool.status(On::Pool, fleet::resolve)?.0)
     }
 
     /// Every node with its clique label value, sorted by name.

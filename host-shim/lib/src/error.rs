@@ -19,6 +19,28 @@ pub enum Error {
     /// imports something the host does not give).
     #[error("loading the policy component failed")]
     Load(#[source] wasmtime::Error),
+    /// The component compiled but does not implement the world this host was built against
+    /// (another WIT version, or not a cdplace policy): wasmtime's instantiate-pre found its
+    /// exports or imports do not match.
+    #[error(
+        "the component does not match the {} world this host was built against (a policy built against another WIT version, one importing what the host does not give, or not a cdplace policy)",
+        crate::runtime::WORLD
+    )]
+    World(#[source] wasmtime::Error),
+    /// A new policy was refused before it decided anything: `check` names the check that failed
+    /// (`instantiate`, `configure`, `settings`, `self-test`), `reason` says why. The old policy
+    /// goes on deciding.
+    #[error("policy refused ({check}): {reason}")]
+    Refused {
+        /// The check that failed.
+        check: &'static str,
+        /// Why, with the guest's error when there was one.
+        reason: String,
+    },
+    /// The view's strings were compacted during a self-test (its instance must start from a new
+    /// snapshot); internal: the self-test starts again.
+    #[error("the view's strings were compacted during the call")]
+    Compacted,
     /// The guest trapped (a panic, an unreachable, a bad memory access); the instance was discarded.
     #[error("policy guest trapped: {what}")]
     Trap {
@@ -62,6 +84,10 @@ pub enum Error {
     /// PreFilter, Reserve or a lookup was asked about a pod the cluster view does not have.
     #[error("pod {0} is not in the cluster view")]
     UnknownPod(String),
+    /// The policy's answer allowed a node the driver's kubelet Prepare would refuse (see
+    /// [`crate::safety`]); the answer was not used and the pod fails closed.
+    #[error("{0}")]
+    PolicyViolation(crate::safety::Violation),
     /// A packed facts batch (`CDF3`) could not be read; nothing of it was applied.
     #[error("malformed facts batch{}", at(*record, *offset, message))]
     MalformedFacts {

@@ -29,6 +29,7 @@ pub mod pool;
 pub mod preemption;
 pub mod quarantine;
 pub mod runtime;
+pub mod safety;
 pub mod settings;
 mod state;
 mod wire;
@@ -42,7 +43,10 @@ pub use extract::{Kind, Object};
 pub use facts::Record;
 pub use fleet::Fleet;
 pub use overlay::Overlay;
-pub use pool::{JournalBounds, Stats};
+pub use pool::{
+    Divergence, JournalBounds, SELF_TEST_PLACED, SHADOW_LOG, SHADOW_QUEUE, ShadowOutcome, ShadowReport, Stats,
+    SwapReport,
+};
 pub use preemption::Preemption;
 pub use quarantine::Quarantined;
 pub use runtime::{GuestInstance, Limits, Runtime};

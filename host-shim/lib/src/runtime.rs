@@ -19,6 +19,10 @@ use crate::evaluator::wit;
 use crate::settings::Settings;
 use crate::{Error, Result};
 
+/// The WIT world the host is built against (`wit/cdplace.wit`: package and world), as errors
+/// name it; a test checks it against the file.
+pub const WORLD: &str = "cdplace:policy/policy@0.3.0";
+
 /// How long one epoch tick lasts; deadlines are whole ticks.
 const TICK: Duration = Duration::from_millis(1);
 
@@ -239,8 +243,8 @@ impl Runtime {
         let engine = Engine::new(&config).map_err(Error::Load)?;
         let component = Component::new(&engine, wasm).map_err(Error::Load)?;
         let linker: Linker<StoreState> = Linker::new(&engine);
-        let pre = linker.instantiate_pre(&component).map_err(Error::Load)?;
-        let pre = PolicyPre::new(pre).map_err(Error::Load)?;
+        let pre = linker.instantiate_pre(&component).map_err(Error::World)?;
+        let pre = PolicyPre::new(pre).map_err(Error::World)?;
         let ticker = Ticker::start(engine.clone());
         Ok(Arc::new(Runtime { engine, pre, ticker }))
     }
@@ -403,6 +407,18 @@ impl GuestInstance {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_world_named_in_errors_is_the_wit_files() {
+        let wit = include_str!("../../../wit/cdplace.wit");
+        let (package, version) = WORLD.split_once('/').and_then(|(p, w)| Some((p, w.split_once('@')?))).unwrap();
+        assert!(
+            wit.contains(&format!("package {package}@{};", version.1)),
+            "wit/cdplace.wit is not package {package}@{}",
+            version.1
+        );
+        assert!(wit.contains(&format!("world {} {{", version.0)), "wit/cdplace.wit has no world {}", version.0);
+    }
 
     fn ticks(t: &Ticker) -> u64 {
         t.shared.ticks.load(Ordering::Relaxed)

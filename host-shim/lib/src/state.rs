@@ -42,6 +42,27 @@ struct PodState {
     nominated: Option<String>,
     /// Set by Reserve until the pod is bound or Unreserve.
     assumed: Option<String>,
+    /// The node the pod is indexed under in `pods_by_node` (its bound, assumed or nominated node).
+    indexed: Option<String>,
+}
+
+/// What a pod's claim reference names: a ResourceClaim (shared or generated) or a template.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Ref {
+    Claim(Key),
+    Template(Key),
+}
+
+/// A pod's ComputeDomain membership as the host resolves it (see [`State::member`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Membership {
+    /// No claim of the pod names a ComputeDomain.
+    None,
+    /// A claim or template is missing, or two domains are named: the policy rejects the pod and
+    /// it holds nothing.
+    Invalid,
+    /// A workload pod (`daemon` false) or an IMEX daemon of the domain with this UID.
+    Member { domain: StrId, daemon: bool },
 }
 
 /// A node-local ResourceSlice of the GPU driver.
@@ -79,6 +100,13 @@ pub(crate) struct State {
     claims: HashMap<Key, ClaimFact>,
     templates: HashMap<Key, TemplateFact>,
     domains: HashMap<Key, DomainFact>,
+    /// Indexes for the safety checker (`crate::safety`), so it reads a node's pods and a domain's
+    /// pods without visiting every pod: pods by the node they are bound, assumed or nominated to;
+    /// pods by the claims and templates they reference; and those claims and templates by the
+    /// ComputeDomain UID they name.
+    pods_by_node: HashMap<String, BTreeSet<Key>>,
+    pods_by_ref: HashMap<Ref, BTreeSet<Key>>,
+    refs_by_domain: HashMap<String, BTreeSet<Ref>>,
 }
 
 impl State {
@@ -178,6 +206,16 @@ impl State {
             (None, None, Some(n)) => (Placement::Nominated, Some(n.clone())),
             _ => (Placement::Pending, None),
         };
+        if p.indexed != node {
+            let old = p.indexed.clone();
+            if let Some(old) = old {
+                drop_key(&mut self.pods_by_node, &old, k);
+            }
+            if let Some(n) = &node {
+                self.pods_by_node.entry(n.clone()).or_default().insert(k.clone());
+            }
+            self.pods.get_mut(k).expect("present").indexed = node.clone();
+        }
         let node = node.map(|n| self.interner.id(&n));
         let p = self.pods.get_mut(k).expect("present");
         p.fact.placement = placement;
@@ -254,20 +292,37 @@ impl State {
                 };
                 let k = key(&namespace, &name);
                 // A bound pod is no longer merely assumed.
-                let assumed = self.pods.get(&k).and_then(|o| o.assumed.clone()).filter(|_| node_name.is_none());
-                self.pods.insert(k.clone(), PodState { fact, node_name, nominated: nominated_node_name, assumed });
+                let old = self.pods.get(&k);
+                let assumed = old.and_then(|o| o.assumed.clone()).filter(|_| node_name.is_none());
+                let indexed = old.and_then(|o| o.indexed.clone());
+                if let Some(old) = old.map(|o| self.refs_of(&o.fact)) {
+                    for r in old {
+                        drop_key(&mut self.pods_by_ref, &r, &k);
+                    }
+                }
+                for r in refs_of(&self.interner, &fact) {
+                    self.pods_by_ref.entry(r).or_default().insert(k.clone());
+                }
+                let state = PodState { fact, node_name, nominated: nominated_node_name, assumed, indexed };
+                self.pods.insert(k.clone(), state);
                 self.emit_pod(out, &k);
             }
             Object::Claim { namespace, name, domain, daemon, gpus, allocated_gpus } => {
                 let (ns, n, domain) = self.claim_ids(&namespace, &name, domain.as_deref());
                 let fact = ClaimFact { namespace: ns, name: n, domain, daemon, gpus, allocated_gpus };
-                self.claims.insert((namespace, name), fact.clone());
+                let k = (namespace, name);
+                let old = self.claims.get(&k).and_then(|c| c.domain);
+                self.index_ref(Ref::Claim(k.clone()), old, fact.domain);
+                self.claims.insert(k, fact.clone());
                 self.emit(out, Delta::UpsertClaim(fact));
             }
             Object::Template { namespace, name, domain, daemon, gpus } => {
                 let (ns, n, domain) = self.claim_ids(&namespace, &name, domain.as_deref());
                 let fact = TemplateFact { namespace: ns, name: n, domain, daemon, gpus };
-                self.templates.insert((namespace, name), fact.clone());
+                let k = (namespace, name);
+                let old = self.templates.get(&k).and_then(|t| t.domain);
+                self.index_ref(Ref::Template(k.clone()), old, fact.domain);
+                self.templates.insert(k, fact.clone());
                 self.emit(out, Delta::UpsertTemplate(fact));
             }
             Object::Slice { name, node, gpus, pool, generation } => {
@@ -331,16 +386,24 @@ impl State {
             }
             Kind::Pod => {
                 if let Some(p) = self.pods.remove(&k) {
+                    if let Some(n) = &p.indexed {
+                        drop_key(&mut self.pods_by_node, n, &k);
+                    }
+                    for r in self.refs_of(&p.fact) {
+                        drop_key(&mut self.pods_by_ref, &r, &k);
+                    }
                     self.emit(out, Delta::RemovePod(p.fact.key));
                 }
             }
             Kind::ResourceClaim => {
                 if let Some(c) = self.claims.remove(&k) {
+                    self.index_ref(Ref::Claim(k), c.domain, None);
                     self.emit(out, Delta::RemoveClaim(c.namespace, c.name));
                 }
             }
             Kind::ResourceClaimTemplate => {
                 if let Some(t) = self.templates.remove(&k) {
+                    self.index_ref(Ref::Template(k), t.domain, None);
                     self.emit(out, Delta::RemoveTemplate(t.namespace, t.name));
                 }
             }
@@ -378,6 +441,103 @@ impl State {
         }
     }
 
+    /// The claims and templates a pod's claims reference.
+    fn refs_of(&self, fact: &PodFact) -> Vec<Ref> {
+        refs_of(&self.interner, fact)
+    }
+
+    /// Moves a claim or template from the index of the domain it named to the one it names.
+    fn index_ref(&mut self, r: Ref, old: Option<StrId>, new: Option<StrId>) {
+        if old == new {
+            return;
+        }
+        if let Some(d) = old {
+            let d = self.interner.text(d).to_string();
+            drop_key(&mut self.refs_by_domain, &d, &r);
+        }
+        if let Some(d) = new {
+            let d = self.interner.text(d).to_string();
+            self.refs_by_domain.entry(d).or_default().insert(r);
+        }
+    }
+
+    /// A pod's ComputeDomain membership, resolved from its claims exactly as the policy does
+    /// (guest/policy member.rs): each claim through its ResourceClaim (the generated one, else
+    /// the shared one), else its template when the generated claim is not seen yet; a missing
+    /// shared claim or template, or two domains, make the pod invalid.
+    pub(crate) fn member(&self, fact: &PodFact) -> Membership {
+        let ns = self.interner.text(fact.namespace);
+        let text = |id: StrId| self.interner.text(id).to_string();
+        let mut member: Option<(StrId, bool)> = None;
+        let mut invalid = false;
+        for r in &fact.claims {
+            let mut found = None;
+            if let Some(name) = r.generated.or(r.claim) {
+                match self.claims.get(&(ns.to_string(), text(name))) {
+                    Some(c) => found = Some((c.domain, c.daemon)),
+                    None if r.claim.is_some() && r.generated.is_none() => invalid = true,
+                    None => {}
+                }
+            }
+            if found.is_none()
+                && let Some(t) = r.template
+            {
+                match self.templates.get(&(ns.to_string(), text(t))) {
+                    Some(t) => found = Some((t.domain, t.daemon)),
+                    None => invalid = true,
+                }
+            }
+            if let Some((Some(domain), daemon)) = found {
+                match member {
+                    Some((d, _)) if d != domain => invalid = true,
+                    Some(_) => {}
+                    None => member = Some((domain, daemon)),
+                }
+            }
+        }
+        match (invalid, member) {
+            (true, _) => Membership::Invalid,
+            (false, None) => Membership::None,
+            (false, Some((domain, daemon))) => Membership::Member { domain, daemon },
+        }
+    }
+
+    /// A pod's fact and where it is placed (bound, assumed or nominated), by key.
+    pub(crate) fn placed_pod(&self, k: &Key) -> Option<(&PodFact, Option<&str>)> {
+        self.pods.get(k).map(|p| (&p.fact, p.indexed.as_deref()))
+    }
+
+    /// The pods bound, assumed or nominated to a node.
+    pub(crate) fn pods_on(&self, node: &str) -> impl Iterator<Item = &Key> {
+        self.pods_by_node.get(node).into_iter().flatten()
+    }
+
+    /// Every pod whose claims reference a claim or template naming the domain with this UID
+    /// (a superset of the domain's members: resolve each with [`State::member`]).
+    pub(crate) fn pods_naming(&self, domain: &str) -> BTreeSet<&Key> {
+        let refs = self.refs_by_domain.get(domain).into_iter().flatten();
+        refs.flat_map(|r| self.pods_by_ref.get(r).into_iter().flatten()).collect()
+    }
+
+    /// A node's clique label value and driver domain label value, when the view has the node.
+    pub(crate) fn node_labels(&self, name: &str) -> Option<(Option<&str>, Option<&str>)> {
+        self.nodes.get(name).map(|n| (n.clique_label.as_deref(), n.domain_label.as_deref()))
+    }
+
+    /// Every node's name.
+    pub(crate) fn node_names(&self) -> impl Iterator<Item = &str> {
+        self.nodes.keys().map(String::as_str)
+    }
+
+    /// `namespace/name` of the ComputeDomain with this UID, or the UID when the view has no such
+    /// object (for messages).
+    pub(crate) fn domain_display(&self, uid: &str) -> String {
+        self.domains
+            .iter()
+            .find(|(_, d)| self.interner.text(d.uid) == uid)
+            .map_or_else(|| uid.to_string(), |((ns, name), _)| format!("{ns}/{name} (UID {uid})"))
+    }
+
     /// The id of a pod's key, when the view has the pod.
     pub fn pod(&self, namespace: &str, name: &str) -> Option<StrId> {
         self.pods.get(&key(namespace, name)).map(|p| p.fact.key)
@@ -397,6 +557,46 @@ impl State {
                 }
             })
             .collect()
+    }
+
+    /// The ComputeDomain UID a pod's claims name (through its template, its claim or the claim
+    /// generated for it), when the view knows it.
+    fn domain_of(&self, (namespace, _): &Key, p: &PodState) -> Option<StrId> {
+        p.fact.claims.iter().find_map(|c| {
+            let from_template = c
+                .template
+                .and_then(|t| self.templates.get(&key(namespace, self.interner.text(t))))
+                .and_then(|t| t.domain);
+            let from_claim = c
+                .claim
+                .or(c.generated)
+                .and_then(|n| self.claims.get(&key(namespace, self.interner.text(n))))
+                .and_then(|c| c.domain);
+            from_template.or(from_claim)
+        })
+    }
+
+    /// The pods a candidate policy's self-test decides for, as `(namespace, name)`: one pending
+    /// pod (not bound, nominated or assumed) of every ComputeDomain, the first by key; and the
+    /// first `placed` placed pods of ComputeDomains by key (the same sample on the same view).
+    pub fn self_test_pods(&self, placed: usize) -> (Vec<Key>, Vec<Key>) {
+        let mut pods: Vec<(&Key, &PodState, StrId)> =
+            self.pods.iter().filter_map(|(k, p)| Some((k, p, self.domain_of(k, p)?))).collect();
+        pods.sort_by(|a, b| a.0.cmp(b.0));
+        let mut domains = BTreeSet::new();
+        let mut pending = Vec::new();
+        let mut sample = Vec::new();
+        for (k, p, domain) in pods {
+            let waiting = p.node_name.is_none() && p.nominated.is_none() && p.assumed.is_none();
+            if waiting {
+                if domains.insert(domain) {
+                    pending.push(k.clone());
+                }
+            } else if sample.len() < placed {
+                sample.push(k.clone());
+            }
+        }
+        (pending, sample)
     }
 
     /// Every node with its clique label value, sorted by name.
@@ -479,6 +679,32 @@ impl State {
             .chain(self.pods.values().map(|p| Delta::UpsertPod(p.fact.clone())));
         out.extend(facts.map(|d| convert::delta(&d)));
         out
+    }
+}
+
+/// The claims and templates a pod's claims reference, as index keys.
+fn refs_of(interner: &Interner, fact: &PodFact) -> Vec<Ref> {
+    let ns = interner.text(fact.namespace);
+    let k = |id: StrId| (ns.to_string(), interner.text(id).to_string());
+    let mut v = Vec::new();
+    for r in &fact.claims {
+        v.extend(r.generated.into_iter().chain(r.claim).map(|c| Ref::Claim(k(c))));
+        v.extend(r.template.map(|t| Ref::Template(k(t))));
+    }
+    v
+}
+
+/// Drops a key from an index entry, and the entry once empty.
+fn drop_key<K: std::hash::Hash + Eq + std::borrow::Borrow<Q>, Q: std::hash::Hash + Eq + ?Sized, V: Ord>(
+    index: &mut HashMap<K, BTreeSet<V>>,
+    at: &Q,
+    value: &V,
+) {
+    if let Some(set) = index.get_mut(at) {
+        set.remove(value);
+        if set.is_empty() {
+            index.remove(at);
+        }
     }
 }
 

@@ -28,6 +28,7 @@ import (
 	_ "embed"
 	"errors"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"unsafe"
 )
@@ -113,21 +114,66 @@ var (
 	ErrPanic         = errors.New("cdplace: library panicked")
 	ErrBadCall       = errors.New("cdplace: bad call")
 	ErrBusy          = errors.New("cdplace: every policy instance busy")
+	// ErrPolicyViolation: the policy's answer broke a safety rule (a node the driver's Prepare
+	// would refuse); the answer was not used. PolicyViolationRule reads the rule.
+	ErrPolicyViolation = errors.New("cdplace: policy answer broke a safety rule")
+	// ErrRefused: cdplace_cluster_swap refused the new policy; the old one still decides.
+	ErrRefused = errors.New("cdplace: new policy refused")
+	// ErrWorld: the component does not match the WIT world this library was built against.
+	ErrWorld = errors.New("cdplace: component of another WIT world")
 )
 
 var sentinels = map[int]error{
-	int(C.CDPLACE_ERROR_LOAD):           ErrLoad,
-	int(C.CDPLACE_ERROR_TRAP):           ErrTrap,
-	int(C.CDPLACE_ERROR_TIMEOUT):        ErrTimeout,
-	int(C.CDPLACE_ERROR_OUT_OF_MEMORY):  ErrOutOfMemory,
-	int(C.CDPLACE_ERROR_INVALID_ARGS):   ErrInvalidArgs,
-	int(C.CDPLACE_ERROR_INVALID_OBJECT): ErrInvalidObject,
-	int(C.CDPLACE_ERROR_INVALID_INPUT):  ErrInvalidInput,
-	int(C.CDPLACE_ERROR_UNKNOWN_POD):    ErrUnknownPod,
-	int(C.CDPLACE_ERROR_PANIC):          ErrPanic,
-	int(C.CDPLACE_ERROR_BAD_CALL):       ErrBadCall,
-	int(C.CDPLACE_ERROR_BUSY):           ErrBusy,
+	int(C.CDPLACE_ERROR_LOAD):             ErrLoad,
+	int(C.CDPLACE_ERROR_TRAP):             ErrTrap,
+	int(C.CDPLACE_ERROR_TIMEOUT):          ErrTimeout,
+	int(C.CDPLACE_ERROR_OUT_OF_MEMORY):    ErrOutOfMemory,
+	int(C.CDPLACE_ERROR_INVALID_ARGS):     ErrInvalidArgs,
+	int(C.CDPLACE_ERROR_INVALID_OBJECT):   ErrInvalidObject,
+	int(C.CDPLACE_ERROR_INVALID_INPUT):    ErrInvalidInput,
+	int(C.CDPLACE_ERROR_UNKNOWN_POD):      ErrUnknownPod,
+	int(C.CDPLACE_ERROR_PANIC):            ErrPanic,
+	int(C.CDPLACE_ERROR_BAD_CALL):         ErrBadCall,
+	int(C.CDPLACE_ERROR_BUSY):             ErrBusy,
+	int(C.CDPLACE_ERROR_POLICY_VIOLATION): ErrPolicyViolation,
+	int(C.CDPLACE_ERROR_REFUSED):          ErrRefused,
+	int(C.CDPLACE_ERROR_WORLD):            ErrWorld,
 }
+
+// policyViolationPrefix starts every policy violation's message (the library's
+// safety::MESSAGE_PREFIX); the rule's name follows, then ": ".
+const policyViolationPrefix = "policy violation: rule "
+
+// PolicyViolationRules are the safety rules the library enforces (the names of
+// host-shim/lib/src/safety.rs Rule), the values of the rule label of
+// cdplace_policy_violations_total.
+var PolicyViolationRules = []string{"one-domain-per-node", "one-clique-per-domain", "one-workload-per-node"}
+
+// PolicyViolationRule is the rule a policy violation broke, "" when err is none.
+func PolicyViolationRule(err error) string {
+	var e *Error
+	if !errors.As(err, &e) || e.Kind != ErrPolicyViolation {
+		return ""
+	}
+	rest, ok := strings.CutPrefix(e.Message, policyViolationPrefix)
+	if !ok {
+		return "unknown"
+	}
+	rule, _, _ := strings.Cut(rest, ":")
+	for _, r := range PolicyViolationRules {
+		if r == rule {
+			return r
+		}
+	}
+	return "unknown"
+}
+
+// ABIVersion is the CDPLACE_ABI_VERSION of the header this package was built against.
+const ABIVersion = C.CDPLACE_ABI_VERSION
+
+// LibraryABIVersion is the version the linked library reports (cdplace_abi_version); it equals
+// ABIVersion in any binary built from one tree.
+func LibraryABIVersion() uint32 { return uint32(C.cdplace_abi_version()) }
 
 // Error is a failure reported by the library: Kind is one of the sentinels, Message its
 // text, shown as it is.

@@ -5,8 +5,10 @@ import "C"
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync/atomic"
 
 	"github.com/cdplace/cdplace/host-shim/go/internal/facts"
@@ -121,6 +123,9 @@ type Stats struct {
 	IdleInstances, BusyInstances uint64
 	// QuarantinedObjects are held out of the view: their facts trap the guest.
 	QuarantinedObjects uint64
+	// PolicyViolations counts the PreFilter answers the library refused because they broke a
+	// safety rule (ErrPolicyViolation).
+	PolicyViolations uint64
 }
 
 // Quarantined is an object dropped from the view because applying its facts trapped the guest
@@ -159,7 +164,8 @@ func (c *Cluster) Stats() (Stats, error) {
 		return Stats{}, err
 	}
 	return Stats{JournalLength: uint64(out.journal_length), IdleInstances: uint64(out.idle_instances),
-		BusyInstances: uint64(out.busy_instances), QuarantinedObjects: uint64(out.quarantined_objects)}, nil
+		BusyInstances: uint64(out.busy_instances), QuarantinedObjects: uint64(out.quarantined_objects),
+		PolicyViolations: uint64(out.policy_violations)}, nil
 }
 
 // ApplyFacts applies a packed facts batch (Batch.Bytes) in one call: decoded whole first, so a
@@ -206,8 +212,9 @@ func (c *Cluster) PreFilter(namespace, name string, overlay []Overlay) (*Decisio
 	p, n := str(name)
 	op, on := bytesOf(ov)
 	var out C.cdplace_bytes_t
+	var gen C.uint64_t
 	c.cross()
-	err := take(C.cdplace_cluster_pre_filter(c.ptr, np, nn, p, n, op, on, &out))
+	err := take(C.cdplace_cluster_pre_filter(c.ptr, np, nn, p, n, op, on, &out, &gen))
 	runtime.KeepAlive(ov)
 	runtime.KeepAlive(namespace)
 	runtime.KeepAlive(name)
@@ -215,7 +222,16 @@ func (c *Cluster) PreFilter(namespace, name string, overlay []Overlay) (*Decisio
 	if err != nil {
 		return nil, err
 	}
-	return DecodeDecision(takeBytes(&out))
+	return decoded(takeBytes(&out), gen)
+}
+
+func decoded(b []byte, gen C.uint64_t) (*Decision, error) {
+	d, err := DecodeDecision(b)
+	if err != nil {
+		return nil, err
+	}
+	d.Generation = uint64(gen)
+	return d, nil
 }
 
 // Steer is plain-pod steering: where a pod without a ComputeDomain should go (gpus: it uses
@@ -226,13 +242,174 @@ func (c *Cluster) Steer(gpus bool) (*Decision, error) {
 		g = 1
 	}
 	var out C.cdplace_bytes_t
+	var gen C.uint64_t
 	c.cross()
-	err := take(C.cdplace_cluster_steer(c.ptr, g, &out))
+	err := take(C.cdplace_cluster_steer(c.ptr, g, &out, &gen))
 	runtime.KeepAlive(c)
 	if err != nil {
 		return nil, err
 	}
-	return DecodeDecision(takeBytes(&out))
+	return decoded(takeBytes(&out), gen)
+}
+
+// SwapReport is what a swap checked (cdplace_cluster_swap's report).
+type SwapReport struct {
+	// Generation is the new policy's generation.
+	Generation uint64 `json:"generation"`
+	// PendingDomains and PlacedPods were decided for by the new policy before it took over.
+	PendingDomains int `json:"pendingDomains"`
+	PlacedPods     int `json:"placedPods"`
+	// GonePods left the view during the self-test.
+	GonePods int `json:"gonePods"`
+	// Calls is how many decision calls the self-test made; the slowest took SlowestCallUs.
+	Calls         int    `json:"calls"`
+	SlowestCallUs uint64 `json:"slowestCallUs"`
+	SlowestCall   string `json:"slowestCall"`
+	// SetupUs is instantiating, configuring and feeding the view; ElapsedUs the whole swap.
+	SetupUs   uint64 `json:"setupUs"`
+	ElapsedUs uint64 `json:"elapsedUs"`
+}
+
+// Swap replaces the cluster's policy with rt's component after checking it on the live view
+// (instantiate, configure, settings, self-test: see cdplace_cluster_swap); calls in flight finish
+// on the old policy, later ones are decided by the new, and the view is kept. It takes as long as
+// the self-test: call it off the scheduling goroutines. A refused component leaves the old one
+// deciding and gives an error wrapping ErrRefused (RefusedCheck names the check).
+func (c *Cluster) Swap(rt *Runtime) (SwapReport, error) {
+	var out C.cdplace_bytes_t
+	c.cross()
+	err := take(C.cdplace_cluster_swap(c.ptr, rt.ptr, &out))
+	runtime.KeepAlive(rt)
+	runtime.KeepAlive(c)
+	if err != nil {
+		return SwapReport{}, err
+	}
+	var r SwapReport
+	if err := json.Unmarshal(takeBytes(&out), &r); err != nil {
+		return SwapReport{}, fmt.Errorf("cdplace: decoding the swap report: %w", err)
+	}
+	// The cluster holds the new component itself (rt may be collected).
+	return r, nil
+}
+
+// SetShadow makes rt's component the cluster's shadow policy after the swap's checks (nil rt
+// clears it): it is asked the live PreFilter questions of ComputeDomain pods again by
+// ShadowStep, on the same views, and never acts (see cdplace_cluster_set_shadow). A refused one
+// leaves the shadow set before, if any, and gives an error wrapping ErrRefused.
+func (c *Cluster) SetShadow(rt *Runtime) (SwapReport, error) {
+	var out C.cdplace_bytes_t
+	var ptr *C.cdplace_runtime_t
+	if rt != nil {
+		ptr = rt.ptr
+	}
+	c.cross()
+	err := take(C.cdplace_cluster_set_shadow(c.ptr, ptr, &out))
+	runtime.KeepAlive(rt)
+	runtime.KeepAlive(c)
+	if err != nil {
+		return SwapReport{}, err
+	}
+	var r *SwapReport
+	if err := json.Unmarshal(takeBytes(&out), &r); err != nil {
+		return SwapReport{}, fmt.Errorf("cdplace: decoding the shadow's check report: %w", err)
+	}
+	if r == nil {
+		return SwapReport{}, nil
+	}
+	return *r, nil
+}
+
+// ShadowStep asks the shadow policy about the oldest live decision waiting for it, on that
+// decision's view, and compares; false when none waited. One guest call: run it off the
+// scheduling goroutines.
+func (c *Cluster) ShadowStep() (bool, error) {
+	var did C.uint8_t
+	c.cross()
+	err := take(C.cdplace_cluster_shadow_step(c.ptr, &did))
+	runtime.KeepAlive(c)
+	return did != 0, err
+}
+
+// Divergence is a ComputeDomain on which the shadow policy's answer differs from the live one.
+type Divergence struct {
+	// Domain is the ComputeDomain's UID; Pod the pod decided for, namespace/name.
+	Domain string `json:"domain"`
+	Pod    string `json:"pod"`
+	// Outcome: would-not-place, would-place, other-clique, elsewhere or error.
+	Outcome string `json:"outcome"`
+	// Live and Shadow are both answers in words.
+	Live   string `json:"live"`
+	Shadow string `json:"shadow"`
+	// Position is the journal position of the view both answered on.
+	Position         uint64 `json:"position"`
+	LiveGeneration   uint64 `json:"liveGeneration"`
+	ShadowGeneration uint64 `json:"shadowGeneration"`
+}
+
+// ShadowReport is what the shadow did since the last ShadowTake.
+type ShadowReport struct {
+	Active     bool   `json:"active"`
+	Generation uint64 `json:"generation"`
+	// Outcomes counts the decisions compared per outcome (agree, would-not-place, would-place,
+	// other-clique, elsewhere, error, skipped).
+	Outcomes    map[string]uint64 `json:"outcomes"`
+	Divergences []Divergence      `json:"divergences"`
+	// Dropped divergences (the log was full); Queued decisions waiting now; BusyUs time in the
+	// shadow's guest calls.
+	Dropped uint64 `json:"dropped"`
+	Queued  int    `json:"queued"`
+	BusyUs  uint64 `json:"busyUs"`
+}
+
+// ShadowTake returns the shadow's counts and divergences since the last call and resets them.
+func (c *Cluster) ShadowTake() (ShadowReport, error) {
+	var out C.cdplace_bytes_t
+	c.cross()
+	err := take(C.cdplace_cluster_shadow_take(c.ptr, &out))
+	runtime.KeepAlive(c)
+	if err != nil {
+		return ShadowReport{}, err
+	}
+	var r ShadowReport
+	if err := json.Unmarshal(takeBytes(&out), &r); err != nil {
+		return ShadowReport{}, fmt.Errorf("cdplace: decoding the shadow report: %w", err)
+	}
+	return r, nil
+}
+
+// RefusedCheck is the check that refused a new policy ("instantiate", "configure", "settings",
+// "self-test"; "world" for a component of another WIT world, "compile" for any other load
+// failure), "" when err is neither.
+func RefusedCheck(err error) string {
+	var e *Error
+	if !errors.As(err, &e) {
+		return ""
+	}
+	switch e.Kind {
+	case ErrWorld:
+		return "world"
+	case ErrLoad:
+		return "compile"
+	case ErrRefused:
+		if rest, ok := strings.CutPrefix(e.Message, "policy refused ("); ok {
+			if check, _, ok := strings.Cut(rest, ")"); ok {
+				return check
+			}
+		}
+	}
+	return ""
+}
+
+// PolicyGeneration is the generation of the policy deciding now: 1 for the component the cluster
+// was made with, one more for each swap.
+func (c *Cluster) PolicyGeneration() uint64 {
+	var out C.uint64_t
+	err := take(C.cdplace_cluster_policy_generation(c.ptr, &out))
+	runtime.KeepAlive(c)
+	if err != nil {
+		return 0
+	}
+	return uint64(out)
 }
 
 // PreemptionPlan is the victims of one gang preemption.

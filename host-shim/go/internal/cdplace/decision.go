@@ -39,6 +39,9 @@ type Decision struct {
 	Nodes map[string]Verdict
 	// NodeSet is the PreFilterResult: the only nodes the pod may go to; nil for all nodes.
 	NodeSet []string
+	// Generation is the policy generation that decided (Cluster.PolicyGeneration; set by
+	// Cluster.PreFilter and Cluster.Steer, 0 in a decision decoded alone).
+	Generation uint64
 	// passesAll: Filter would pass every node (set when decoded).
 	passesAll bool
 }

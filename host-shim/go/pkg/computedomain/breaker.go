@@ -1,6 +1,7 @@
 package computedomain
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -11,7 +12,7 @@ import (
 )
 
 // The breaker's settings, in one place: after breakerFailures consecutive guest failures (traps,
-// timeouts, memory exhaustion) it opens for breakerOpenFor; then it half-opens: calls go
+// timeouts, memory exhaustion, answers refused by the safety rules) it opens for breakerOpenFor; then it half-opens: calls go
 // through, the first failure opens it again at once, the first success closes it.
 const (
 	breakerFailures = 5
@@ -53,7 +54,7 @@ func (b *breaker) record(logger klog.Logger, err error) {
 		}
 		b.failures = 0
 		breakerOpen.Set(0)
-	case cdplace.IsGuestFailure(err):
+	case cdplace.IsGuestFailure(err) || errors.Is(err, cdplace.ErrPolicyViolation):
 		b.failures++
 		b.last = err.Error()
 		if b.failures >= breakerFailures {

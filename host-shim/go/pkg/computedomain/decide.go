@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/cdplace/cdplace/host-shim/go/internal/cdplace"
@@ -66,10 +67,29 @@ func (p *Plugin) call(pod *v1.Pod, overlay []cdplace.Overlay) (*cdplace.Decision
 	observeCall(callPreFilter, start, err)
 	p.breaker.record(p.logger, err)
 	p.afterCall()
+	if errors.Is(err, cdplace.ErrPolicyViolation) {
+		p.reportViolation(pod, err)
+	}
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("computedomain policy failed for pod %s/%s: %w", pod.Namespace, pod.Name, err))
 	}
 	return d, nil
+}
+
+// eventPolicyViolation is the reason of the Warning Event on a pod whose policy answer the
+// library refused because it broke a safety rule.
+const eventPolicyViolation = "PolicyViolation"
+
+// reportViolation counts a refused answer by rule and says so on the pod: the policy allowed a
+// node the driver's kubelet Prepare would refuse. The pod itself gets an Error status (it fails
+// closed and retries with backoff), and the fault counts toward the breaker like a trap.
+func (p *Plugin) reportViolation(pod *v1.Pod, err error) {
+	rule := cdplace.PolicyViolationRule(err)
+	policyViolations.WithLabelValues(rule).Inc()
+	p.logger.Error(err, "ComputeDomainPlacement: the policy's answer broke a safety rule; the pod fails closed", "pod", klog.KObj(pod), "rule", rule)
+	if rec := p.handle.EventRecorder(); rec != nil {
+		rec.Eventf(pod, nil, v1.EventTypeWarning, eventPolicyViolation, "Scheduling", "%s", err.Error())
+	}
 }
 
 func invalidPod(pod *v1.Pod, err error) *fwk.Status {

@@ -35,7 +35,7 @@ var (
 	policyCallErrors = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "policy_call_errors_total",
-		Help:           "Failed calls into the cdplace policy component, by call and kind (trap, timeout, out_of_memory, busy, other); the instance is replaced after each guest failure.",
+		Help:           "Failed calls into the cdplace policy component, by call and kind (trap, timeout, out_of_memory, busy, policy_violation, other); the instance is replaced after each guest failure.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"call", "kind"})
 	decisionsTotal = metrics.NewCounterVec(&metrics.CounterOpts{
@@ -130,10 +130,56 @@ var (
 		Help:           "Objects dropped from the policy's view because applying their facts trapped the guest, by kind (until their next update).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"kind"})
+	policyViolations = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "policy_violations_total",
+		Help:           "PreFilter answers of the policy the library refused because they allowed a node the driver's kubelet Prepare would refuse, by safety rule (one-domain-per-node, one-clique-per-domain, one-workload-per-node); the pod failed closed.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"rule"})
 	breakerOpen = metrics.NewGauge(&metrics.GaugeOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "breaker_open",
 		Help:           "1 while the policy breaker is open or half-open after repeated guest failures (ComputeDomain pods rejected, plain pods not steered), else 0.",
+		StabilityLevel: metrics.ALPHA,
+	})
+)
+
+// The policy's swaps (policy.go).
+var (
+	policySwaps = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "policy_swaps_total",
+		Help:           "Policy components offered by the policy source while the scheduler runs, by result (applied, refused) and reason (passed; or the check that refused it: compile, world, instantiate, configure, settings, self-test, missing, other).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result", "reason"})
+	policyInfo = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "policy_info",
+		Help:           "The live policy component: 1 for its sha256 digest, source (embedded, file, configMap) and generation (1 at start, one more per applied swap).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"digest", "source", "generation"})
+	shadowSwaps = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "shadow_policy_swaps_total",
+		Help:           "Shadow policy components offered by the shadowPolicy source, by result (applied, refused) and reason (as cdplace_policy_swaps_total).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result", "reason"})
+	shadowInfo = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "shadow_policy_info",
+		Help:           "The shadow policy component: 1 for its sha256 digest, source and generation (one more per applied change); absent when none runs.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"digest", "source", "generation"})
+	shadowDecisions = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "shadow_decisions_total",
+		Help:           "Live PreFilter decisions of ComputeDomain pods the shadow policy was asked about on the same view, by outcome (agree, would-not-place, would-place, other-clique, elsewhere, error, skipped).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"outcome"})
+	shadowSeconds = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "shadow_seconds_total",
+		Help:           "Time spent in the shadow policy's guest calls (catching up to a decision's view and deciding), off the scheduling goroutines.",
 		StabilityLevel: metrics.ALPHA,
 	})
 )
@@ -145,7 +191,8 @@ var registerMetrics sync.Once
 func RegisterMetrics() {
 	registerMetrics.Do(func() {
 		legacyregistry.MustRegister(policyCallDuration, policyCallErrors, decisionsTotal, steeringAnswers, scoreCycles, gangPreemptions, gangPreemptionVictims, gangPreemptionGPUs,
-			journalLength, policyInstances, quarantinedObjects, breakerOpen)
+			journalLength, policyInstances, quarantinedObjects, breakerOpen, policyViolations, policySwaps, policyInfo,
+			shadowSwaps, shadowInfo, shadowDecisions, shadowSeconds)
 		legacyregistry.MustRegister(domainsPending, domainsStarting, domainsRunning, cliqueFreeTrays, largestPlaceable, reservedTrays)
 	})
 }
@@ -180,6 +227,8 @@ func errorKind(err error) string {
 		return "out_of_memory"
 	case errors.Is(err, cdplace.ErrBusy):
 		return "busy"
+	case errors.Is(err, cdplace.ErrPolicyViolation):
+		return "policy_violation"
 	default:
 		return "other"
 	}

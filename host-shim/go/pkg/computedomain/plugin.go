@@ -99,6 +99,10 @@ type Plugin struct {
 	breaker breaker
 	// logger is the factory's (quarantine.go logs through it outside a cycle's context).
 	logger klog.Logger
+	// policy swaps the policy when its source changes (policy.go); shadow sets the shadow policy
+	// from its source (shadow.go), nil when none is configured.
+	policy *swapper
+	shadow *swapper
 }
 
 var (
@@ -117,43 +121,59 @@ var (
 // argsPath is where the args sit in the scheduler's configuration, for messages.
 var argsPath = field.NewPath("pluginConfig").Key(Name).Child("args")
 
-// runtimes caches compiled components per source ("" for the embedded one), so profiles
-// share one.
-var runtimes sync.Map // string -> *cdplace.Runtime
+// runtimes caches compiled components by digest, so profiles share one.
+var runtimes sync.Map // digest -> *cdplace.Runtime
 
-func loadRuntime(guestPath string) (*cdplace.Runtime, error) {
-	if rt, ok := runtimes.Load(guestPath); ok {
+func loadRuntime(wasm []byte) (*cdplace.Runtime, error) {
+	digest := digestOf(wasm)
+	if rt, ok := runtimes.Load(digest); ok {
 		return rt.(*cdplace.Runtime), nil
-	}
-	wasm := cdplace.GuestWasm
-	if guestPath != "" {
-		b, err := os.ReadFile(guestPath)
-		if err != nil {
-			return nil, fmt.Errorf("%s: reading the policy component: %w", argsPath.Child("guestPath"), err)
-		}
-		wasm = b
 	}
 	rt, err := cdplace.NewRuntime(wasm)
 	if err != nil {
 		return nil, err
 	}
-	actual, _ := runtimes.LoadOrStore(guestPath, rt)
+	actual, _ := runtimes.LoadOrStore(digest, rt)
 	return actual.(*cdplace.Runtime), nil
 }
 
-// newCluster makes the cluster view from the raw args, validated by the policy (its message
-// is returned as it is, under the args' path). With guestPath set, the component there makes
-// the cluster (the embedded one validated the args and read the path).
-func newCluster(args []byte) (*cdplace.Cluster, cdplace.Settings, error) {
-	cluster, s, err := clusterOn("", args)
-	if err != nil || s.GuestPath == nil {
-		return cluster, s, err
+// startingPolicy is the component a cluster starts on: the file's for a file source (read now:
+// the plugin does not start without it), else the embedded one (a ConfigMap's policy is swapped
+// in when its informer delivers it). stamp is the file's, for its watch.
+func startingPolicy(src PolicySource) ([]byte, fileStamp, error) {
+	if src.Source != policyFile {
+		return cdplace.GuestWasm, fileStamp{}, nil
 	}
-	return clusterOn(*s.GuestPath, args)
+	b, err := os.ReadFile(src.Path)
+	var fi os.FileInfo
+	if err == nil {
+		fi, err = os.Stat(src.Path)
+	}
+	if err != nil {
+		return nil, fileStamp{}, fmt.Errorf("%s: reading the policy component: %w", src.at, err)
+	}
+	return b, stampOf(fi), nil
 }
 
-func clusterOn(guestPath string, args []byte) (*cdplace.Cluster, cdplace.Settings, error) {
-	rt, err := loadRuntime(guestPath)
+// newCluster makes the cluster view from the policy's args (without the host's policy source),
+// validated by the embedded policy (its message is returned as it is, under the args' path),
+// then, for a file source, made on the file's component.
+func newCluster(src PolicySource, args []byte) (*cdplace.Cluster, cdplace.Settings, []byte, fileStamp, error) {
+	wasm, stamp, err := startingPolicy(src)
+	if err != nil {
+		return nil, cdplace.Settings{}, nil, stamp, err
+	}
+	cluster, s, err := clusterOn(cdplace.GuestWasm, args)
+	if err != nil || src.Source != policyFile {
+		return cluster, s, wasm, stamp, err
+	}
+	cluster.Close()
+	cluster, s, err = clusterOn(wasm, args)
+	return cluster, s, wasm, stamp, err
+}
+
+func clusterOn(wasm []byte, args []byte) (*cdplace.Cluster, cdplace.Settings, error) {
+	rt, err := loadRuntime(wasm)
 	if err != nil {
 		return nil, cdplace.Settings{}, err
 	}
@@ -180,7 +200,11 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if h == nil {
 		return nil, fmt.Errorf("%s needs a framework handle", Name)
 	}
-	cluster, settings, err := newCluster(args)
+	src, shadowSrc, policyArgs, errs := parseSources(args)
+	if len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	cluster, settings, wasm, stamp, err := newCluster(src, policyArgs)
 	if err != nil {
 		return nil, err
 	}
@@ -217,6 +241,8 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	p.domainEvents = p.crd.served
 	p.podGroupEvents = podGroups
+	p.startPolicy(ctx, h, src, wasm, stamp)
+	p.startShadow(ctx, h, shadowSrc)
 	p.startFleet(ctx)
 	startDebugDump(ctx, logger, f)
 	if !p.crd.served {
@@ -226,6 +252,41 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		}
 	}
 	return p, nil
+}
+
+// startPolicy starts the policy's watch: a file polled, a ConfigMap's informer; nothing for the
+// embedded policy.
+func (p *Plugin) startPolicy(ctx context.Context, h fwk.Handle, src PolicySource, wasm []byte, stamp fileStamp) {
+	p.policy = newSwapper(p.cluster, src, digestOf(wasm), p.logger)
+	p.policy.swapped = func() {
+		// Cached decisions and steering answers are the old policy's: the view's version moves on.
+		p.feed.bump()
+	}
+	if rec := h.EventRecorder(); rec != nil {
+		p.policy.event = policyEvents(rec)
+	}
+	switch src.Source {
+	case policyFile:
+		go p.policy.run(ctx)
+		go p.policy.watchFile(ctx, src.Path, stamp)
+	case policyConfigMap:
+		cs := h.ClientSet()
+		if cs == nil {
+			p.logger.Info("ComputeDomainPlacement: no API client; the policy ConfigMap is not watched and the embedded policy decides", "source", src.String())
+			return
+		}
+		go p.policy.run(ctx)
+		p.policy.watchConfigMap(ctx, cs)
+	}
+	p.logger.Info("ComputeDomainPlacement: policy", "source", src.String(), "digest", digestOf(wasm), "generation", p.cluster.PolicyGeneration())
+}
+
+// Policy is the live policy's digest and generation.
+func (p *Plugin) Policy() (digest string, generation uint64) {
+	if p.policy == nil {
+		return "", p.cluster.PolicyGeneration()
+	}
+	return p.policy.Live()
 }
 
 // Name implements fwk.Plugin.

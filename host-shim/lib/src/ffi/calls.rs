@@ -49,12 +49,13 @@ pub unsafe extern "C" fn cdplace_cluster_status(
 
 /// PreFilter for the pod `ns/name`, as if the packed overlay (layout in the header; zero bytes
 /// for none) were applied. Writes the packed decision `CDP4` to `out` (free with
-/// `cdplace_bytes_delete`). A guest trap, timeout or memory exhaustion is an error
-/// (`CDPLACE_ERROR_TRAP`, `_TIMEOUT`, `_OUT_OF_MEMORY`); the instance is discarded and the next
-/// call uses a fresh one.
+/// `cdplace_bytes_delete`) and, when `generation` is not NULL, the policy generation that
+/// decided. A guest trap, timeout or memory exhaustion is an error (`CDPLACE_ERROR_TRAP`,
+/// `_TIMEOUT`, `_OUT_OF_MEMORY`); the instance is discarded and the next call uses a fresh one.
 ///
 /// # Safety
-/// `c` must be a live cluster; each string and the overlay valid for its length; `out` writable.
+/// `c` must be a live cluster; each string and the overlay valid for its length; `out` writable;
+/// `generation` NULL or writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cdplace_cluster_pre_filter(
     c: *const cdplace_cluster_t,
@@ -65,6 +66,7 @@ pub unsafe extern "C" fn cdplace_cluster_pre_filter(
     overlay: *const u8,
     overlay_len: usize,
     out: *mut cdplace_bytes_t,
+    generation: *mut u64,
 ) -> *mut cdplace_error_t {
     guard(|| {
         // SAFETY: per the contract above.
@@ -76,21 +78,26 @@ pub unsafe extern "C" fn cdplace_cluster_pre_filter(
                 bytes(overlay, overlay_len, "overlay")?,
             )
         };
-        give(out, || Ok(c.pre_filter_packed(ns, name, &overlay::decode(overlay)?)?))
+        give(out, || {
+            let (packed, g) = c.pre_filter_packed_with_generation(ns, name, &overlay::decode(overlay)?)?;
+            tell(generation, g);
+            Ok(packed)
+        })
     })
 }
 
 /// Plain-pod steering: where a pod without a ComputeDomain should go; `gpus` is 1 when it uses
-/// GPUs, else 0. Writes the packed decision (`CDP4`, as `cdplace_cluster_pre_filter`) to `out`.
-/// Errors as for PreFilter (no unknown pod).
+/// GPUs, else 0. Writes the packed decision (`CDP4`, as `cdplace_cluster_pre_filter`) to `out`,
+/// and the generation as there. Errors as for PreFilter (no unknown pod).
 ///
 /// # Safety
-/// `c` must be a live cluster; `out` writable.
+/// `c` must be a live cluster; `out` writable; `generation` NULL or writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cdplace_cluster_steer(
     c: *const cdplace_cluster_t,
     gpus: u8,
     out: *mut cdplace_bytes_t,
+    generation: *mut u64,
 ) -> *mut cdplace_error_t {
     guard(|| {
         // SAFETY: per the contract above.
@@ -99,7 +106,9 @@ pub unsafe extern "C" fn cdplace_cluster_steer(
             if gpus > 1 {
                 return Err(bad_call("gpus must be 0 or 1"));
             }
-            Ok(c.steer_packed(gpus == 1)?)
+            let (packed, g) = c.steer_packed_with_generation(gpus == 1)?;
+            tell(generation, g);
+            Ok(packed)
         })
     })
 }
@@ -123,6 +132,7 @@ pub unsafe extern "C" fn cdplace_cluster_stats(
                 idle_instances: s.idle_instances as u64,
                 busy_instances: s.busy_instances as u64,
                 quarantined_objects: s.quarantined_objects as u64,
+                policy_violations: s.policy_violations,
             })
         })
     })
@@ -143,4 +153,12 @@ pub unsafe extern "C" fn cdplace_cluster_take_quarantined(
         let c = unsafe { cluster(c)? };
         give(out, || Ok(serde_json::to_vec(&c.take_quarantined()).expect("quarantined objects serialize")))
     })
+}
+
+/// Writes `g` to `generation` unless it is NULL.
+fn tell(generation: *mut u64, g: u64) {
+    if !generation.is_null() {
+        // SAFETY: non-null, and the caller passes it writable (the functions' contracts).
+        unsafe { generation.write(g) };
+    }
 }

@@ -2,10 +2,16 @@
 
 use super::{
     bad_call, bytes, cdplace_bytes_t, cdplace_cluster_t, cdplace_error_t, cdplace_runtime_t, cluster, delete, give,
-    guard, handle, text,
+    guard, handle, text, write,
 };
 use crate::cluster::Cluster;
 use crate::runtime::Runtime;
+
+/// The library's `CDPLACE_ABI_VERSION`.
+#[unsafe(no_mangle)]
+pub extern "C" fn cdplace_abi_version() -> u32 {
+    super::ABI_VERSION
+}
 
 /// Compiles a policy component (`.wasm` bytes) once. Limits are per cluster, from its arguments.
 ///
@@ -85,5 +91,102 @@ pub unsafe extern "C" fn cdplace_cluster_settings(
         // SAFETY: per the contract above.
         let json = unsafe { cluster(c) }?.settings().to_json();
         give(out, || Ok(json.into_bytes()))
+    })
+}
+
+/// Replaces the cluster's policy with the runtime's component after checking it on the live
+/// view ([`Cluster::swap`]); the report as JSON to `report`. Thread-safe (the header says how).
+///
+/// # Safety
+/// `c` must be a live cluster; `rt` a live runtime; `report` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cdplace_cluster_swap(
+    c: *const cdplace_cluster_t,
+    rt: *const cdplace_runtime_t,
+    report: *mut cdplace_bytes_t,
+) -> *mut cdplace_error_t {
+    guard(|| {
+        // SAFETY: per the contract above.
+        let c = unsafe { cluster(c) }?;
+        // SAFETY: per the contract above.
+        let Some(rt) = (unsafe { rt.as_ref() }) else { return Err(bad_call("runtime is NULL")) };
+        if report.is_null() {
+            return Err(bad_call("report is NULL"));
+        }
+        give(report, || Ok(serde_json::to_vec(&c.swap(rt.0.clone())?).expect("swap report serializes")))
+    })
+}
+
+/// The generation of the policy deciding now.
+///
+/// # Safety
+/// `c` must be a live cluster; `out` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cdplace_cluster_policy_generation(
+    c: *const cdplace_cluster_t,
+    out: *mut u64,
+) -> *mut cdplace_error_t {
+    guard(|| {
+        // SAFETY: per the contract above.
+        let c = unsafe { cluster(c) }?;
+        write(out, || Ok(c.policy_generation()))
+    })
+}
+
+/// Sets the cluster's shadow policy to the runtime's component after the swap's checks, or
+/// clears it when `rt` is NULL; the checks' report as JSON to `report` (`null` when cleared).
+///
+/// # Safety
+/// `c` must be a live cluster; `rt` a live runtime or NULL; `report` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cdplace_cluster_set_shadow(
+    c: *const cdplace_cluster_t,
+    rt: *const cdplace_runtime_t,
+    report: *mut cdplace_bytes_t,
+) -> *mut cdplace_error_t {
+    guard(|| {
+        // SAFETY: per the contract above.
+        let c = unsafe { cluster(c) }?;
+        // SAFETY: per the contract above.
+        let rt = unsafe { rt.as_ref() };
+        if report.is_null() {
+            return Err(bad_call("report is NULL"));
+        }
+        give(report, || {
+            let r = c.set_shadow(rt.map(|rt| rt.0.clone() as std::sync::Arc<dyn crate::Backend>))?;
+            Ok(serde_json::to_vec(&r).expect("swap report serializes"))
+        })
+    })
+}
+
+/// Answers the oldest live decision waiting for the shadow; `*did` 1 when one waited, else 0.
+///
+/// # Safety
+/// `c` must be a live cluster; `did` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cdplace_cluster_shadow_step(
+    c: *const cdplace_cluster_t,
+    did: *mut u8,
+) -> *mut cdplace_error_t {
+    guard(|| {
+        // SAFETY: per the contract above.
+        let c = unsafe { cluster(c) }?;
+        write(did, || Ok(u8::from(c.shadow_step())))
+    })
+}
+
+/// The shadow's counts and divergences since the last call, as JSON to `out`.
+///
+/// # Safety
+/// `c` must be a live cluster; `out` writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cdplace_cluster_shadow_take(
+    c: *const cdplace_cluster_t,
+    out: *mut cdplace_bytes_t,
+) -> *mut cdplace_error_t {
+    guard(|| {
+        // SAFETY: per the contract above.
+        let c = unsafe { cluster(c) }?;
+        give(out, || Ok(serde_json::to_vec(&c.shadow_take()).expect("shadow report serializes")))
     })
 }

@@ -68,6 +68,7 @@ pub struct cdplace_stats_t {
     pub idle_instances: u64,
     pub busy_instances: u64,
     pub quarantined_objects: u64,
+    pub policy_violations: u64,
 }
 
 /// Error kinds (`cdplace_error_kind_t`), stable numbers.
@@ -83,7 +84,58 @@ pub mod kind {
     pub const PANIC: i32 = 9;
     pub const BAD_CALL: i32 = 10;
     pub const BUSY: i32 = 11;
+    pub const POLICY_VIOLATION: i32 = 12;
+    pub const REFUSED: i32 = 13;
+    pub const WORLD: i32 = 14;
 }
+
+/// `CDPLACE_ABI_VERSION` of `include/cdplace.h` (the Go wrapper's test checks the two are equal).
+pub const ABI_VERSION: u32 = 5;
+
+/// The header's enumerators, read from `include/cdplace.h` by `build.rs`.
+mod header {
+    include!(concat!(env!("OUT_DIR"), "/header.rs"));
+}
+
+// The Rust copies of the header's numbers, checked by the compiler (as wasmtime's `trap.rs` checks
+// its enum against the C values): the error kinds here, the status codes (`cdplace_policy::Code`,
+// written into packed decisions) and the record kinds of a facts batch (`crate::Kind`). A number
+// changed on one side only, or an enumerator added to the header without its copy, fails the
+// build.
+const _: () = {
+    use crate::Kind;
+    use cdplace_policy::Code;
+    assert!(kind::LOAD as i64 == header::CDPLACE_ERROR_LOAD);
+    assert!(kind::TRAP as i64 == header::CDPLACE_ERROR_TRAP);
+    assert!(kind::TIMEOUT as i64 == header::CDPLACE_ERROR_TIMEOUT);
+    assert!(kind::OUT_OF_MEMORY as i64 == header::CDPLACE_ERROR_OUT_OF_MEMORY);
+    assert!(kind::INVALID_ARGS as i64 == header::CDPLACE_ERROR_INVALID_ARGS);
+    assert!(kind::INVALID_OBJECT as i64 == header::CDPLACE_ERROR_INVALID_OBJECT);
+    assert!(kind::INVALID_INPUT as i64 == header::CDPLACE_ERROR_INVALID_INPUT);
+    assert!(kind::UNKNOWN_POD as i64 == header::CDPLACE_ERROR_UNKNOWN_POD);
+    assert!(kind::PANIC as i64 == header::CDPLACE_ERROR_PANIC);
+    assert!(kind::BAD_CALL as i64 == header::CDPLACE_ERROR_BAD_CALL);
+    assert!(kind::BUSY as i64 == header::CDPLACE_ERROR_BUSY);
+    assert!(kind::POLICY_VIOLATION as i64 == header::CDPLACE_ERROR_POLICY_VIOLATION);
+    assert!(kind::REFUSED as i64 == header::CDPLACE_ERROR_REFUSED);
+    assert!(kind::WORLD as i64 == header::CDPLACE_ERROR_WORLD);
+    assert!(header::ERROR_KINDS == 14, "an error kind of the header has no copy in ffi::kind");
+    assert!(Code::Success as i64 == header::CDPLACE_CODE_SUCCESS);
+    assert!(Code::Skip as i64 == header::CDPLACE_CODE_SKIP);
+    assert!(Code::Unschedulable as i64 == header::CDPLACE_CODE_UNSCHEDULABLE);
+    assert!(Code::UnschedulableAndUnresolvable as i64 == header::CDPLACE_CODE_UNSCHEDULABLE_AND_UNRESOLVABLE);
+    assert!(Code::Error as i64 == header::CDPLACE_CODE_ERROR);
+    assert!(header::CODES == 5, "a status code of the header has no copy in cdplace_policy::Code");
+    assert!(Kind::Node as i64 == header::CDPLACE_KIND_NODE);
+    assert!(Kind::Pod as i64 == header::CDPLACE_KIND_POD);
+    assert!(Kind::ResourceClaim as i64 == header::CDPLACE_KIND_RESOURCE_CLAIM);
+    assert!(Kind::ResourceClaimTemplate as i64 == header::CDPLACE_KIND_RESOURCE_CLAIM_TEMPLATE);
+    assert!(Kind::ResourceSlice as i64 == header::CDPLACE_KIND_RESOURCE_SLICE);
+    assert!(Kind::ComputeDomain as i64 == header::CDPLACE_KIND_COMPUTE_DOMAIN);
+    assert!(Kind::PodGroup as i64 == header::CDPLACE_KIND_POD_GROUP);
+    assert!(Kind::Owner as i64 == header::CDPLACE_KIND_OWNER);
+    assert!(header::RECORD_KINDS == 8, "a record kind of the header has no copy in crate::Kind");
+};
 
 impl From<Error> for cdplace_error_t {
     fn from(e: Error) -> Self {
@@ -97,7 +149,10 @@ impl From<Error> for cdplace_error_t {
             Error::InvalidInput(_) => kind::INVALID_INPUT,
             Error::UnknownPod(_) => kind::UNKNOWN_POD,
             Error::Busy { .. } => kind::BUSY,
-            Error::MalformedFacts { .. } | Error::MalformedOverlay { .. } => kind::BAD_CALL,
+            Error::PolicyViolation(_) => kind::POLICY_VIOLATION,
+            Error::Refused { .. } => kind::REFUSED,
+            Error::World(_) => kind::WORLD,
+            Error::MalformedFacts { .. } | Error::MalformedOverlay { .. } | Error::Compacted => kind::BAD_CALL,
         };
         cdplace_error_t { kind, message: crate::error::chain(&e) }
     }

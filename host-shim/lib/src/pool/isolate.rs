@@ -39,7 +39,7 @@ impl Pool {
             let mut sh = self.shared();
             (sh.state.snapshot(), sh.generation)
         };
-        let mut instance = self.backend.clone().evaluator(self.limits).ok()?;
+        let mut instance = self.current().backend.evaluator(self.limits).ok()?;
         instance.set_deadline(deadline);
         instance.configure(&self.args).ok()?;
         // Reset and the strings first, then each fact on its own.

@@ -128,6 +128,13 @@ impl Shared {
         end
     }
 
+    /// Registers an instance at `pos`, a position the journal still holds (`base..=end`): a
+    /// shadow instance brought up to the position a live decision was made at, not to the end.
+    pub(super) fn pin(&mut self, pos: u64) {
+        debug_assert!(pos >= self.base && pos <= self.end());
+        *self.positions.entry(pos).or_default() += 1;
+    }
+
     /// Forgets an instance's position and drops the journal entries no instance needs.
     pub(super) fn release(&mut self, pos: u64, generation: u64) {
         if generation != self.generation {

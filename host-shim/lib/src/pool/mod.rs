@@ -15,19 +15,35 @@
 //!   them all busy waits for one within its deadline, then fails with [`Error::Busy`];
 //! - bad objects: when applying deltas traps the guest, the object that traps it alone is found
 //!   and quarantined (see [`crate::quarantine`]); every instance is then rebuilt without it;
+//! - safety: every PreFilter answer is checked against the state it was computed on
+//!   ([`crate::safety::check`]) before it is converted; one that breaks a rule is refused with
+//!   [`Error::PolicyViolation`] and counted ([`Stats::policy_violations`]);
 //! - time: one deadline (`guestCallTimeout`) covers the whole call: waiting for an instance,
 //!   instantiating and configuring it, applying a snapshot or catching up, the decision, and the
 //!   retries after a string compaction.
 
 //!
+//! The policy itself can be replaced while the pool serves (see `swap`): each instance belongs
+//! to one policy generation; a swap bumps the generation, new calls get instances of the new
+//! policy, instances of the old one finish the call they are in and are dropped when they come
+//! back. The state and the journal stay: the new policy's instances start from a snapshot of the
+//! same view, as any new instance does.
+//!
+//! A shadow policy (see `shadow`) is asked the live PreFilter questions of ComputeDomain pods
+//! again, off the live path, on the same views, and never acts.
+//!
 //! Files: this one (the pool: checking instances out and in, changing the state), `journal`
 //! (the journal, its bounds and string compaction), `calls` (the decision calls and their
-//! deadline), `isolate` (finding and quarantining an object that traps the guest).
+//! deadline), `isolate` (finding and quarantining an object that traps the guest), `swap`
+//! (checking a new policy on the live view and switching to it), `shadow` (the shadow policy).
 
 mod calls;
 mod isolate;
 mod journal;
+mod shadow;
+mod swap;
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -39,8 +55,11 @@ use crate::settings::Settings;
 use crate::state::State;
 use crate::{Error, Result};
 
+pub(crate) use calls::On;
 pub use journal::JournalBounds;
 pub(crate) use journal::Shared;
+pub use shadow::{Divergence, Outcome as ShadowOutcome, SHADOW_LOG, SHADOW_QUEUE, ShadowReport};
+pub use swap::{SELF_TEST_PLACED, SwapReport};
 
 /// How the pool stands now (`cdplace_cluster_stats`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -55,13 +74,25 @@ pub struct Stats {
     pub quarantined_objects: usize,
     /// The largest linear memory of an idle instance, in bytes (0 when none or unknown).
     pub largest_instance_bytes: usize,
+    /// PreFilter answers refused by the safety rules ([`crate::safety`]) so far.
+    pub policy_violations: u64,
 }
 
-/// An instance checked out of the pool, with its journal position and generation.
+/// An instance checked out of the pool, with its journal position, string generation and the
+/// policy generation it is an instance of.
 #[derive(Debug)]
-struct Lease {
+pub(crate) struct Lease {
     instance: Box<dyn Evaluator>,
     pos: u64,
+    generation: u64,
+    policy: u64,
+}
+
+/// The policy deciding now: the backend new instances come from, and its generation (1 for the
+/// policy the cluster was made with, one more for each swap).
+#[derive(Debug, Clone)]
+struct Current {
+    backend: Arc<dyn Backend>,
     generation: u64,
 }
 
@@ -75,7 +106,9 @@ struct Slots {
 /// The instances of one cluster and the state they mirror.
 #[derive(Debug)]
 pub(crate) struct Pool {
-    backend: Arc<dyn Backend>,
+    current: Mutex<Current>,
+    /// Held for the whole of a swap: one at a time.
+    swapping: Mutex<()>,
     args: String,
     limits: Limits,
     /// `maxPolicyInstances`.
@@ -85,6 +118,14 @@ pub(crate) struct Pool {
     /// Signalled when an instance is checked in or discarded.
     freed: Condvar,
     quarantine: Mutex<Quarantine>,
+    /// The IMEX mode the safety rules enforce, read from the arguments by the host.
+    imex: cdplace_policy::ImexMode,
+    /// PreFilter answers refused by the safety rules.
+    violations: AtomicU64,
+    /// The shadow policy (see `shadow`), and whether one is set (read without the lock on the
+    /// live path).
+    shadow: Mutex<shadow::Shadow>,
+    shadow_on: AtomicBool,
 }
 
 impl Pool {
@@ -95,7 +136,8 @@ impl Pool {
         let settings = first.configure(args)?;
         let limits = settings.limits();
         let pool = Pool {
-            backend,
+            current: Mutex::new(Current { backend, generation: 1 }),
+            swapping: Mutex::new(()),
             args: args.to_string(),
             limits,
             max_instances: settings.max_policy_instances.max(1) as usize,
@@ -103,13 +145,17 @@ impl Pool {
             slots: Mutex::new(Slots::default()),
             freed: Condvar::new(),
             quarantine: Mutex::new(Quarantine::default()),
+            imex: crate::safety::imex_mode(args),
+            violations: AtomicU64::new(0),
+            shadow: Mutex::default(),
+            shadow_on: AtomicBool::new(false),
         };
         if limits == Limits::default() {
             // Keep the instance that validated the arguments; any other runs under other limits.
             let pos = pool.shared().enter();
             let mut slots = pool.slots();
             slots.live += 1;
-            slots.idle.push(Lease { instance: first, pos, generation: 0 });
+            slots.idle.push(Lease { instance: first, pos, generation: 0, policy: 1 });
         }
         Ok((pool, settings))
     }
@@ -117,6 +163,16 @@ impl Pool {
     /// The limits every instance runs under.
     pub fn limits(&self) -> Limits {
         self.limits
+    }
+
+    /// The policy deciding now.
+    fn current(&self) -> Current {
+        self.current.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The generation of the policy deciding now (1 until the first swap).
+    pub fn policy_generation(&self) -> u64 {
+        self.current.lock().unwrap_or_else(|p| p.into_inner()).generation
     }
 
     pub fn shared(&self) -> MutexGuard<'_, Shared> {
@@ -202,12 +258,14 @@ impl Pool {
             busy_instances: slots.live - slots.idle.len(),
             quarantined_objects,
             largest_instance_bytes: slots.idle.iter().filter_map(|l| l.instance.memory_bytes()).max().unwrap_or(0),
+            policy_violations: self.violations.load(Ordering::Relaxed),
         }
     }
 
     /// A new instance (its slot already taken), configured and given a snapshot before `deadline`.
     fn fresh(&self, deadline: Instant) -> Result<Lease> {
-        let mut instance = self.backend.clone().evaluator(self.limits)?;
+        let Current { backend, generation: policy } = self.current();
+        let mut instance = backend.evaluator(self.limits)?;
         instance.set_deadline(deadline);
         instance.configure(&self.args)?;
         let (snapshot, pos, generation) = {
@@ -219,7 +277,7 @@ impl Pool {
             self.shared().release(pos, generation);
             return Err(e);
         }
-        Ok(Lease { instance, pos, generation })
+        Ok(Lease { instance, pos, generation, policy })
     }
 
     /// An instance caught up with the journal before `deadline`: an idle one, else a new one
@@ -266,12 +324,16 @@ impl Pool {
     }
 
     /// The idle instance `lease` brought up to the end of the journal (or replaced by a new one
-    /// when it fell behind a cut or a compaction).
+    /// when it fell behind a cut or a compaction, or is of a policy swapped out meanwhile).
     fn catch_up(&self, mut lease: Lease, deadline: Instant) -> Result<Lease> {
         lease.instance.set_deadline(deadline);
+        let swapped_out = lease.policy != self.policy_generation();
         let caught_up = {
             let mut sh = self.shared();
-            if lease.generation != sh.generation || lease.pos < sh.base {
+            if swapped_out {
+                sh.release(lease.pos, lease.generation);
+                None
+            } else if lease.generation != sh.generation || lease.pos < sh.base {
                 None
             } else {
                 let end = sh.enter();
@@ -291,11 +353,14 @@ impl Pool {
     }
 
     /// Returns an instance to the idle ones, unless it fell behind a cut or a compaction
-    /// meanwhile (then it is dropped: rebuilding it later costs the same as catching it up).
+    /// meanwhile (then it is dropped: rebuilding it later costs the same as catching it up), or
+    /// its policy was swapped out while it was in a call (then it is dropped for good).
     fn checkin(&self, lease: Lease) {
+        let current = lease.policy == self.policy_generation();
         let keep = {
             let mut sh = self.shared();
-            let keep = lease.generation == sh.generation
+            let keep = current
+                && lease.generation == sh.generation
                 && lease.pos >= sh.base
                 && (sh.end() - lease.pos) as usize <= sh.bounds.max_len;
             if !keep {

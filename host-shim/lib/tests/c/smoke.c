@@ -152,7 +152,7 @@ typedef struct {
 static int decide(cdplace_cluster_t *c, const char *ns, const char *name, const uint8_t *overlay, size_t overlay_len,
                   decision_t *d, cdplace_error_t **err) {
   cdplace_bytes_t out = {0};
-  *err = cdplace_cluster_pre_filter(c, ns, strlen(ns), name, strlen(name), overlay, overlay_len, &out);
+  *err = cdplace_cluster_pre_filter(c, ns, strlen(ns), name, strlen(name), overlay, overlay_len, &out, NULL);
   if (*err) return 0;
   memset(d, 0, sizeof *d);
   cursor_t cur = {out.data, out.len, 0};
@@ -368,7 +368,7 @@ static void policy_checks(cdplace_runtime_t *rt) {
   {
     cdplace_bytes_t out = {0};
     char scratch[256];
-    expect_ok(cdplace_cluster_steer(c, 1, &out), "steer");
+    expect_ok(cdplace_cluster_steer(c, 1, &out, NULL), "steer");
     cursor_t cur = {out.data, out.len, 0};
     CHECK(out.len >= 4 && memcmp(out.data, "CDP4", 4) == 0, "steer magic");
     cur.p += 4; cur.left -= 4;
@@ -381,14 +381,14 @@ static void policy_checks(cdplace_runtime_t *rt) {
     rd_u32(&cur);
     CHECK(rd_u32(&cur) == 100, "steer: nodes outside the cliques score highest");
     cdplace_bytes_delete(&out);
-    expect_kind(cdplace_cluster_steer(c, 2, &out), CDPLACE_ERROR_BAD_CALL, "steer gpus 2");
-    expect_kind(cdplace_cluster_steer(c, 1, NULL), CDPLACE_ERROR_BAD_CALL, "steer NULL out");
+    expect_kind(cdplace_cluster_steer(c, 2, &out, NULL), CDPLACE_ERROR_BAD_CALL, "steer gpus 2");
+    expect_kind(cdplace_cluster_steer(c, 1, NULL, NULL), CDPLACE_ERROR_BAD_CALL, "steer NULL out");
   }
 
   /* Bad calls are errors, not crashes. */
   expect_kind(cdplace_cluster_apply_facts(NULL, (const uint8_t *)"CDF3", 4), CDPLACE_ERROR_BAD_CALL, "NULL cluster");
   expect_kind(cdplace_cluster_apply_facts(c, NULL, 8), CDPLACE_ERROR_BAD_CALL, "NULL facts");
-  expect_kind(cdplace_cluster_pre_filter(c, "ns", 2, "p1", 2, NULL, 0, NULL), CDPLACE_ERROR_BAD_CALL, "NULL out");
+  expect_kind(cdplace_cluster_pre_filter(c, "ns", 2, "p1", 2, NULL, 0, NULL, NULL), CDPLACE_ERROR_BAD_CALL, "NULL out");
   expect_kind(cdplace_cluster_forget(c, "\xff", 1, "p", 1), CDPLACE_ERROR_BAD_CALL, "bad UTF-8");
   cdplace_cluster_delete(c);
 }
@@ -429,24 +429,66 @@ static void fault_checks(cdplace_runtime_t *rt) {
   }
 }
 
+/* Swapping the policy: the same component again is checked and takes over (generation 2, the
+ * decision says so); the faulty component answers other host settings and is refused, naming
+ * the check, and the guest's policy still decides. */
+static void swap_checks(cdplace_runtime_t *rt, cdplace_runtime_t *bad) {
+  cdplace_cluster_t *c = NULL;
+  expect_ok(cdplace_cluster_new(rt, "{}", 2, &c), "swap cluster");
+  batch_t b = batch();
+  node(&b, "tray-1", "abc-123.1");
+  domain(&b, "ns", "cd", "uid-1", 1);
+  template(&b, "ns", "t", "uid-1");
+  pod(&b, "ns", "p0", "t", NULL);
+  apply(c, &b, "swap view");
+  uint64_t g = 0;
+  expect_ok(cdplace_cluster_policy_generation(c, &g), "policy generation");
+  CHECK(g == 1, "first generation %llu", (unsigned long long)g);
+  cdplace_bytes_t report = {0};
+  expect_ok(cdplace_cluster_swap(c, rt, &report), "swap to the same component");
+  CHECK(report.len > 0 && strstr((const char *)report.data, "\"generation\":2") != NULL &&
+            strstr((const char *)report.data, "\"pendingDomains\":1") != NULL,
+        "swap report %.*s", (int)report.len, (const char *)report.data);
+  cdplace_bytes_delete(&report);
+  cdplace_bytes_t out = {0};
+  g = 0;
+  expect_ok(cdplace_cluster_pre_filter(c, "ns", 2, "p0", 2, NULL, 0, &out, &g), "pre_filter after the swap");
+  CHECK(g == 2, "decided by generation %llu", (unsigned long long)g);
+  cdplace_bytes_delete(&out);
+  cdplace_error_t *err = cdplace_cluster_swap(c, bad, &report);
+  char *m = message(err);
+  CHECK(strncmp(m, "policy refused (settings): ", 27) == 0 && strstr(m, "plainPodSteering") != NULL, "refusal %s", m);
+  free(m);
+  expect_kind(err, CDPLACE_ERROR_REFUSED, "swap to the faulty component");
+  expect_ok(cdplace_cluster_policy_generation(c, &g), "policy generation after a refusal");
+  CHECK(g == 2, "a refused swap keeps generation 2, not %llu", (unsigned long long)g);
+  expect_kind(cdplace_cluster_swap(c, NULL, &report), CDPLACE_ERROR_BAD_CALL, "swap NULL runtime");
+  expect_kind(cdplace_cluster_swap(c, rt, NULL), CDPLACE_ERROR_BAD_CALL, "swap NULL report");
+  cdplace_cluster_delete(c);
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) { fprintf(stderr, "usage: smoke GUEST.wasm FAULTY.wasm\n"); return 2; }
   size_t len;
   cdplace_runtime_t *rt = NULL;
   expect_kind(cdplace_runtime_new((const uint8_t *)"nope", 4, &rt), CDPLACE_ERROR_LOAD, "not a component");
 
+  CHECK(cdplace_abi_version() == CDPLACE_ABI_VERSION, "library ABI %u, header %d", cdplace_abi_version(),
+        CDPLACE_ABI_VERSION);
+
   unsigned char *wasm = slurp(argv[1], &len);
   expect_ok(cdplace_runtime_new(wasm, len, &rt), "runtime_new");
   free(wasm);
   if (rt) policy_checks(rt);
-  cdplace_runtime_delete(rt);
 
   wasm = slurp(argv[2], &len);
-  rt = NULL;
-  expect_ok(cdplace_runtime_new(wasm, len, &rt), "faulty runtime");
+  cdplace_runtime_t *bad = NULL;
+  expect_ok(cdplace_runtime_new(wasm, len, &bad), "faulty runtime");
   free(wasm);
-  if (rt) fault_checks(rt);
+  if (bad) fault_checks(bad);
+  if (rt && bad) swap_checks(rt, bad);
   cdplace_runtime_delete(rt);
+  cdplace_runtime_delete(bad);
 
   if (failures) { fprintf(stderr, "%d check(s) failed\n", failures); return 1; }
   printf("c-abi smoke: all checks passed\n");

@@ -1,0 +1,65 @@
+//! A test-only policy component that answers PreFilter with Success for every node, for every
+//! pod: a ComputeDomain pod is allowed onto nodes that hold another domain, beside its own
+//! domain's pods, and outside its domain's clique. The deliberately wrong policy, so tests show
+//! that the host's safety rules (host-shim/lib/src/safety.rs) refuse what the driver's kubelet
+//! Prepare would refuse, whatever the policy answers. Built by `make guest` as
+//! `target/wasm32-wasip2/guest/cdplace_test_violator.wasm`.
+#![cfg_attr(target_arch = "wasm32", no_std)]
+
+#[cfg(target_arch = "wasm32")]
+#[path = "../../../component/src/rt.rs"]
+mod rt;
+
+#[cfg(target_arch = "wasm32")]
+#[path = "../../shared.rs"]
+mod shared;
+
+#[cfg(target_arch = "wasm32")]
+mod bindings {
+    wit_bindgen::generate!({ path: "../../../wit", world: "policy", generate_all });
+}
+
+#[cfg(target_arch = "wasm32")]
+mod component {
+    extern crate alloc;
+
+    use alloc::string::String;
+    use alloc::vec::Vec;
+
+    use crate::bindings::cdplace::policy::errors::PolicyError;
+    use crate::bindings::cdplace::policy::facts::Delta;
+    use crate::bindings::cdplace::policy::fleet::FleetStatus;
+    use crate::bindings::cdplace::policy::verdicts::{Code, PreFilterResult, Preemption};
+    use crate::bindings::{OverlayOp, Settings};
+    use crate::shared;
+
+    struct Component;
+
+    impl crate::bindings::Guest for Component {
+        fn configure(args: String) -> Result<Settings, PolicyError> {
+            shared::settings(&args)
+        }
+
+        fn pre_filter(_: u32, _: Vec<OverlayOp>, _: i64) -> PreFilterResult {
+            shared::everywhere(Code::Success)
+        }
+
+        fn apply(deltas: Vec<Delta>) -> Result<(), PolicyError> {
+            shared::apply(deltas)
+        }
+
+        fn steer(_: bool, _: i64) -> PreFilterResult {
+            shared::everywhere(Code::Skip)
+        }
+
+        fn preempt(_: u32, _: i64) -> Preemption {
+            shared::no_preemption()
+        }
+
+        fn status(_: i64) -> FleetStatus {
+            shared::empty_fleet()
+        }
+    }
+
+    crate::bindings::export!(Component with_types_in crate::bindings);
+}
