@@ -25,6 +25,8 @@ const (
 	policyNamespace = "cdplace-system"
 	policyConfigMap = "cdplace-policy"
 	policyKey       = "policy.wasm"
+	// A component is about 600 KiB and a ConfigMap holds at most 1 MiB: the shadow has its own.
+	shadowConfigMap = "cdplace-shadow-policy"
 )
 
 func policyRBAC(t *testing.T, ctx context.Context) {
@@ -33,7 +35,7 @@ func policyRBAC(t *testing.T, ctx context.Context) {
 	role := &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: "computedomain-scheduler-policy", Namespace: policyNamespace},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
-			ResourceNames: []string{policyConfigMap}, Verbs: []string{"get", "list", "watch"}}},
+			ResourceNames: []string{policyConfigMap, shadowConfigMap}, Verbs: []string{"get", "list", "watch"}}},
 	}
 	binding := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "computedomain-scheduler-policy", Namespace: policyNamespace},
@@ -66,8 +68,14 @@ func component(t *testing.T, name string) []byte {
 // --from-file ... | kubectl apply` does.
 func putPolicy(t *testing.T, ctx context.Context, wasm []byte) {
 	t.Helper()
+	putComponent(t, ctx, policyConfigMap, wasm)
+}
+
+// putComponent creates or replaces ConfigMap name's component (key policyKey).
+func putComponent(t *testing.T, ctx context.Context, name string, wasm []byte) {
+	t.Helper()
 	cms := env.CP.Client.CoreV1().ConfigMaps(policyNamespace)
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: policyConfigMap, Namespace: policyNamespace},
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: policyNamespace},
 		BinaryData: map[string][]byte{policyKey: wasm}}
 	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
 		_, err = cms.Create(ctx, cm, metav1.CreateOptions{})

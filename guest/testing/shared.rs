@@ -37,8 +37,10 @@ fn number_field(json: &str, key: &str) -> Option<u32> {
     raw_field(json, key)?.parse().ok()
 }
 
-/// The settings for `args`: the defaults, with `guestCallTimeout` (in `ms` only),
-/// `guestMemoryLimitMiB` and `maxPolicyInstances` taken from the arguments when given.
+/// The settings for `args`: the shipped policy's defaults, with `guestCallTimeout` (in `ms`
+/// only), `guestMemoryLimitMiB`, `maxPolicyInstances` and `plainPodSteering` taken from the
+/// arguments when given, so that a swap to a test component passes the settings check as the
+/// shipped policy would and its misbehaviour is what is tested.
 pub fn settings(args: &str) -> Result<Settings, PolicyError> {
     let call_timeout_ms = string_field(args, "guestCallTimeout")
         .and_then(|t| t.strip_suffix("ms"))
@@ -53,7 +55,7 @@ pub fn settings(args: &str) -> Result<Settings, PolicyError> {
         guest_path: None,
         call_timeout_ms,
         memory_limit_mib: number_field(args, "guestMemoryLimitMiB").unwrap_or(512),
-        plain_pod_steering: false,
+        plain_pod_steering: raw_field(args, "plainPodSteering") != Some("false"),
         max_policy_instances: number_field(args, "maxPolicyInstances").unwrap_or(16),
     })
 }
