@@ -121,6 +121,12 @@ TEST_GUEST_PACKAGES := -p cdplace-test-violator -p cdplace-test-instantiate-trap
 bench-swap: build
 	$(CARGO) test --release -p cdplace-host --test swap -- --ignored --nocapture swap_at_5004_trays
 
+## bench-shadow: what a shadow policy costs at 5,004 trays: the live PreFilter without and with a
+## worst-fit shadow, and the shadow's step per decision (host-shim/lib/tests/shadow.rs)
+.PHONY: bench-shadow
+bench-shadow: build
+	$(CARGO) test --release -p cdplace-host --test shadow -- --ignored --nocapture shadow_at_5004_trays
+
 lint: guest
 	$(CARGO) fmt --all -- --check
 	@# The staticlib kube-scheduler links must not pull in the CLI's client, runtime or parsers.

@@ -166,6 +166,7 @@ func TestHelmChart(t *testing.T) {
 	bin := helmBinary(t)
 	t.Run("LintAndTemplate", func(t *testing.T) { testChartLintAndTemplate(t, bin) })
 	t.Run("Refusals", func(t *testing.T) { testChartRefusals(t, bin) })
+	t.Run("PolicyConfigMaps", func(t *testing.T) { testChartPolicyConfigMaps(t, bin) })
 	t.Run("DeployRBACIsTheChart", func(t *testing.T) { testDeployRBACIsTheChart(t, bin) })
 	t.Run("SchemaMatchesValues", testChartSchemaMatchesValues)
 	t.Run("ViewerIsWhatTheCLIReads", func(t *testing.T) { testChartViewerIsWhatTheCLIReads(t, bin) })
@@ -469,6 +470,8 @@ func testChartRefusals(t *testing.T, bin string) {
 		{"nodePlacement.architectures={s390x}", "/nodePlacement/architectures/0"},
 		{"priorityClass.value=2000000000", "/priorityClass/value': maximum"},
 		{"resources.limits.memory=1100Mi", "leaves 76Mi beside the policy instances' 1024Mi"},
+		{"policy.configMap=p,plugin.args.policy.source=embedded", "set policy.configMap or plugin.args.policy, not both"},
+		{"shadowPolicy.configMap=Not_A_Name", "/shadowPolicy/configMap"},
 	} {
 		_, err := helmRun(t, bin, "template", helmRelease, chartDir(), "--set", c.set)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -885,5 +888,64 @@ func testDeployRBACIsTheChart(t *testing.T, bin string) {
 				t.Errorf("%s binds the built-in %s", o.GetName(), ref)
 			}
 		}
+	}
+}
+
+// testChartPolicyConfigMaps: policy.configMap and shadowPolicy.configMap become the plugin's
+// policy and shadowPolicy sources (ConfigMaps in the release namespace), and the scheduler may
+// read those two ConfigMaps and no other; without them the args name no source and no Role is
+// rendered for them.
+func testChartPolicyConfigMaps(t *testing.T, bin string) {
+	const ns = "cdplace-system"
+	args := func(objs []*unstructured.Unstructured) map[string]any {
+		_, cfg := chartSchedulerConfig(t, objs)
+		profiles, _ := cfg["profiles"].([]any)
+		for _, p := range profiles {
+			pcs, _ := p.(map[string]any)["pluginConfig"].([]any)
+			for _, pc := range pcs {
+				if m, _ := pc.(map[string]any); m["name"] == "ComputeDomainPlacement" {
+					a, _ := m["args"].(map[string]any)
+					return a
+				}
+			}
+		}
+		t.Fatal("no ComputeDomainPlacement args in the rendered configuration")
+		return nil
+	}
+	plain := chartRender(t, bin, ns)
+	if a := args(plain); a["policy"] != nil || a["shadowPolicy"] != nil {
+		t.Errorf("without policy values the args name a source: %v %v", a["policy"], a["shadowPolicy"])
+	}
+	for _, o := range plain {
+		if o.GetKind() == "Role" && o.GetName() == helmRelease+"-policy" {
+			t.Error("a policy Role is rendered without a policy ConfigMap")
+		}
+	}
+	objs := chartRender(t, bin, ns, "policy.configMap=cdplace-policy", "shadowPolicy.configMap=cdplace-shadow", "shadowPolicy.key=shadow.wasm")
+	a := args(objs)
+	want := map[string]any{"source": "configMap", "namespace": ns, "name": "cdplace-policy", "key": "policy.wasm"}
+	if !reflect.DeepEqual(a["policy"], want) {
+		t.Errorf("policy %v; want %v", a["policy"], want)
+	}
+	want = map[string]any{"source": "configMap", "namespace": ns, "name": "cdplace-shadow", "key": "shadow.wasm"}
+	if !reflect.DeepEqual(a["shadowPolicy"], want) {
+		t.Errorf("shadowPolicy %v; want %v", a["shadowPolicy"], want)
+	}
+	role := chartObject(t, objs, "Role", helmRelease+"-policy")
+	if role.GetNamespace() != ns {
+		t.Errorf("the policy Role is in %q; want the release namespace", role.GetNamespace())
+	}
+	rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+	if len(rules) != 1 {
+		t.Fatalf("the policy Role has %d rules; want 1", len(rules))
+	}
+	r := rules[0].(map[string]any)
+	if fmt.Sprint(r["resources"]) != "[configmaps]" || fmt.Sprint(r["resourceNames"]) != "[cdplace-policy cdplace-shadow]" ||
+		fmt.Sprint(r["verbs"]) != "[get list watch]" {
+		t.Errorf("the policy Role's rule %v; want get/list/watch of configmaps cdplace-policy and cdplace-shadow only", r)
+	}
+	rb := chartObject(t, objs, "RoleBinding", helmRelease+"-policy")
+	if name, _, _ := unstructured.NestedString(rb.Object, "roleRef", "name"); name != role.GetName() {
+		t.Errorf("the policy RoleBinding binds %q", name)
 	}
 }

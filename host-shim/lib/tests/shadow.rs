@@ -156,3 +156,76 @@ fn only_plain_view_decisions_of_domain_pods_are_shadowed() {
     c.pre_filter("ns", "plain", &[]).expect("pre_filter");
     assert!(!c.shadow_step(), "a plain pod is not shadowed");
 }
+
+/// The figures the docs quote: what a shadow costs at 5,004 trays (278 cliques of 18, 200
+/// pending domains of 4, 125 running): the live PreFilter of each pending domain's pod without
+/// and with a worst-fit shadow (the live path only copies its answer and queues it), then the
+/// shadow's step per decision (catching up to the decision's view and deciding). Thread CPU
+/// time, best of three rounds. Run with
+/// `cargo test --release -p cdplace-host --test shadow -- --ignored --nocapture shadow_at_5004_trays`.
+#[test]
+#[ignore]
+fn shadow_at_5004_trays() {
+    fn cpu() -> std::time::Duration {
+        let mut ts = libc_timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: clock_gettime writes the timespec it is given.
+        unsafe { clock_gettime(3 /* CLOCK_THREAD_CPUTIME_ID */, &mut ts) };
+        std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    }
+    #[repr(C)]
+    struct libc_timespec {
+        tv_sec: i64,
+        tv_nsec: i64,
+    }
+    unsafe extern "C" {
+        fn clock_gettime(clock: i32, ts: *mut libc_timespec) -> i32;
+    }
+    let mut objs = Vec::new();
+    for r in 0..278 {
+        objs.extend(rack(&format!("r{r:03}"), r + 1, 18));
+    }
+    for d in 0..200 {
+        let (cd, uid) = (format!("cd{d}"), format!("uid-cd{d}"));
+        objs.extend(domain("ns", &cd, &uid));
+        objs.push(annotate(compute_domain("ns", &cd, &uid), "cdplace.nvidia.com/size", "4"));
+        objs.push(cd_pod("ns", &cd, &format!("{cd}-p0")));
+    }
+    for d in 0..125 {
+        let (cd, uid) = (format!("run{d}"), format!("uid-run{d}"));
+        objs.extend(domain("ns", &cd, &uid));
+        objs.push(annotate(compute_domain("ns", &cd, &uid), "cdplace.nvidia.com/size", "4"));
+        for i in 0..4 {
+            objs.push(bound(cd_pod("ns", &cd, &format!("{cd}-p{i}")), &format!("r{d:03}-{i:02}")));
+        }
+    }
+    let c = cluster(&objs);
+    let decide_all = |c: &Cluster| {
+        let t = cpu();
+        for d in 0..200 {
+            c.pre_filter("ns", &format!("cd{d}-p0"), &[]).unwrap();
+        }
+        (cpu() - t) / 200
+    };
+    decide_all(&c);
+    let off = (0..3).map(|_| decide_all(&c)).min().unwrap();
+    c.set_shadow(Some(load("cdplace_guest_worstfit.wasm"))).expect("set shadow");
+    let mut on = std::time::Duration::MAX;
+    let mut step = std::time::Duration::MAX;
+    for _ in 0..3 {
+        on = on.min(decide_all(&c));
+        let t = cpu();
+        let mut steps = 0u32;
+        while c.shadow_step() {
+            steps += 1;
+        }
+        step = step.min((cpu() - t) / steps.max(1));
+        let r = c.shadow_take();
+        assert_eq!(r.queued, 0);
+    }
+    println!(
+        "live PreFilter per pending domain: {:.0} us without a shadow, {:.0} us with one; shadow step per decision: {:.0} us",
+        off.as_secs_f64() * 1e6,
+        on.as_secs_f64() * 1e6,
+        step.as_secs_f64() * 1e6
+    );
+}

@@ -116,8 +116,33 @@ system-cluster-critical
 {{- join "," $gates -}}
 {{- end -}}
 
+{{/* The plugin args: plugin.args, with policy and shadowPolicy from the chart's ConfigMap sources. */}}
+{{- define "cdplace-scheduler.pluginArgs" -}}
+{{- $args := deepCopy .Values.plugin.args -}}
+{{- range $field, $src := dict "policy" .Values.policy "shadowPolicy" .Values.shadowPolicy -}}
+{{- if $src.configMap -}}
+{{- $_ := set $args $field (dict "source" "configMap" "namespace" $.Release.Namespace "name" $src.configMap "key" $src.key) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $args -}}
+{{- end -}}
+
+{{/* The ConfigMaps the policy sources name (the scheduler reads only these). */}}
+{{- define "cdplace-scheduler.policyConfigMaps" -}}
+{{- $names := list -}}
+{{- range $src := list .Values.policy .Values.shadowPolicy -}}
+{{- if $src.configMap }}{{ $names = append $names $src.configMap }}{{ end -}}
+{{- end -}}
+{{- join "," (uniq $names) -}}
+{{- end -}}
+
 {{/* Refuses values the schema cannot express. */}}
 {{- define "cdplace-scheduler.validate" -}}
+{{- range $field := list "policy" "shadowPolicy" -}}
+{{- if and (get $.Values $field).configMap (hasKey $.Values.plugin.args $field) -}}
+{{- fail (printf "set %s.configMap or plugin.args.%s, not both (%s.configMap is plugin.args.%s {source: configMap} in the release namespace, with the RBAC to read it)" $field $field $field $field) -}}
+{{- end -}}
+{{- end -}}
 {{- if eq .Values.leaderElection.leaseName "kube-scheduler" -}}
 {{- fail "leaderElection.leaseName must not be kube-scheduler: that is the stock scheduler's lease, and holding it would stop (or be stopped by) the cluster's default scheduler" -}}
 {{- end -}}
