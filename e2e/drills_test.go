@@ -60,13 +60,19 @@ type drill struct {
 
 func newDrill(t *testing.T, name string) *drill {
 	t.Helper()
+	return newDrillWith(t, name, harness.EnvOptions{})
+}
+
+// newDrillWith is newDrill with the control plane's options (the cdplace profile's pluginConfig).
+func newDrillWith(t *testing.T, name string, opts harness.EnvOptions) *drill {
+	t.Helper()
 	if os.Getenv(drillsEnv) != "1" {
 		t.Skipf("a fault drill (minutes, kills control-plane processes): run with %s=1, e.g. make drills", drillsEnv)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
-	e, err := harness.Up(ctx, repoRoot, filepath.Join(runDir, "drill-"+name), harness.EnvOptions{})
+	e, err := harness.Up(ctx, repoRoot, filepath.Join(runDir, "drill-"+name), opts)
 	if err != nil {
 		t.Fatalf("the drill's control plane: %v", err)
 	}
@@ -776,4 +782,101 @@ func TestDrill08FaultyGuest(t *testing.T) {
 	}
 	check(3)
 	t.Logf("DRILL d08: the scheduler stayed up through every fault; plain pods scheduled; ComputeDomain pods wait with the host's reason")
+}
+
+// Drill 9: the policy swapped every 2 s (the policy ConfigMap replaced, alternating the shipped
+// best fit and the worst-fit component) during storms of 1,000 one-GPU plain pods (back to back,
+// until at least 10 swaps) while the gang binds. Every swap is applied (none refused: the
+// self-test runs on a view in flux), no policy call fails, and the shared pass criteria hold:
+// the gang whole, no split, no Prepare refusal, no lost pod, the scheduler never restarted, the
+// view equal to a fresh rebuild.
+func TestDrill09SwapUnderStorm(t *testing.T) {
+	best := component(t, "cdplace_guest.wasm")
+	worst := component(t, "cdplace_guest_worstfit.wasm")
+	d := newDrillWith(t, "d09", harness.EnvOptions{PluginConfig: []byte(fmt.Sprintf(`- name: ComputeDomainPlacement
+  args:
+    policy: {source: configMap, namespace: %s, name: %s, key: %s}
+`, policyNamespace, policyConfigMap, policyKey))})
+	ctx, c := d.ctx, d.e.CP.Client
+	if _, err := c.RbacV1().Roles(policyNamespace).Create(ctx, policyRole(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RbacV1().RoleBindings(policyNamespace).Create(ctx, policyRoleBinding(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	put := func(wasm []byte) {
+		cms := c.CoreV1().ConfigMaps(policyNamespace)
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: policyConfigMap, Namespace: policyNamespace},
+			BinaryData: map[string][]byte{policyKey: wasm}}
+		if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
+			_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
+			if err != nil {
+				t.Error(err)
+			}
+		} else if err != nil {
+			t.Error(err)
+		}
+	}
+	put(best)
+	url := d.sched.MetricsURL()
+	waitUntil(t, 60*time.Second, "the scheduler's metrics", func() bool { return liveGeneration(ctx, d.sched) == 1 })
+	before, err := harness.ScrapeCounters(ctx, url, "cdplace_policy_swaps_total", "cdplace_policy_call_errors_total", "cdplace_policy_violations_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.startGang()
+	stop := make(chan struct{})
+	swaps := make(chan int)
+	go func() {
+		n := 0
+		tick := time.NewTicker(2 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				swaps <- n
+				return
+			case <-tick.C:
+				n++
+				if n%2 == 1 {
+					put(worst)
+				} else {
+					put(best)
+				}
+			}
+		}
+	}()
+	// Storms of 1,000 pods back to back until at least 10 swaps happened during one.
+	start := time.Now()
+	storms := 0
+	for storms == 0 || time.Since(start) < 21*time.Second {
+		storms++
+		d.stormPods(fmt.Sprintf("swap%d", storms), 1000, 8, 4)
+	}
+	close(stop)
+	n := <-swaps
+	d.faultEnd = time.Now()
+	waitUntil(t, 60*time.Second, fmt.Sprintf("generation %d", n+1), func() bool { return liveGeneration(ctx, d.sched) == n+1 })
+	after, err := harness.ScrapeCounters(ctx, url, "cdplace_policy_swaps_total", "cdplace_policy_call_errors_total", "cdplace_policy_violations_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	delta := func(k string) float64 { return after[k] - before[k] }
+	if a := delta("cdplace_policy_swaps_total{reason=passed,result=applied}"); int(a) != n {
+		t.Errorf("%v swaps applied, want %d (refused: %v)", a, n, after)
+	}
+	// A storm's own cycles end in errors (a pod deleted while it binds), with or without swaps;
+	// what a swap may not cause is a failed policy call or a refused answer.
+	failed := 0.0
+	for k, v := range after {
+		if strings.HasPrefix(k, "cdplace_policy_call_errors_total") || strings.HasPrefix(k, "cdplace_policy_violations_total") {
+			failed += v - before[k]
+		}
+	}
+	if failed != 0 {
+		t.Errorf("%v policy calls failed or answers were refused during the swaps", failed)
+	}
+	t.Logf("%d storms of 1000 pods created and deleted in %.1fs with %d policy swaps", storms, d.faultEnd.Sub(start).Seconds(), n)
+	t.Logf("DRILL d09: %d swaps applied during %d storms, 0 refused, 0 failed policy calls", n, storms)
+	d.finish()
 }

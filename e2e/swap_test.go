@@ -29,19 +29,28 @@ const (
 	shadowConfigMap = "cdplace-shadow-policy"
 )
 
-func policyRBAC(t *testing.T, ctx context.Context) {
-	t.Helper()
-	c := env.CP.Client
-	role := &rbacv1.Role{
+// policyRole is the Role the chart renders for the policy ConfigMaps.
+func policyRole() *rbacv1.Role {
+	return &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: "computedomain-scheduler-policy", Namespace: policyNamespace},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
 			ResourceNames: []string{policyConfigMap, shadowConfigMap}, Verbs: []string{"get", "list", "watch"}}},
 	}
-	binding := &rbacv1.RoleBinding{
+}
+
+// policyRoleBinding binds policyRole to the cdplace scheduler's ServiceAccount.
+func policyRoleBinding() *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "computedomain-scheduler-policy", Namespace: policyNamespace},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "computedomain-scheduler-policy"},
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "computedomain-scheduler", Namespace: "cdplace-system"}},
 	}
+}
+
+func policyRBAC(t *testing.T, ctx context.Context) {
+	t.Helper()
+	c := env.CP.Client
+	role, binding := policyRole(), policyRoleBinding()
 	if _, err := c.RbacV1().Roles(policyNamespace).Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
