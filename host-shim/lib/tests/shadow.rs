@@ -167,18 +167,19 @@ fn only_plain_view_decisions_of_domain_pods_are_shadowed() {
 #[ignore]
 fn shadow_at_5004_trays() {
     fn cpu() -> std::time::Duration {
-        let mut ts = libc_timespec { tv_sec: 0, tv_nsec: 0 };
+        let mut ts = Timespec { tv_sec: 0, tv_nsec: 0 };
         // SAFETY: clock_gettime writes the timespec it is given.
-        unsafe { clock_gettime(3 /* CLOCK_THREAD_CPUTIME_ID */, &mut ts) };
+        unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) };
         std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
     }
     #[repr(C)]
-    struct libc_timespec {
+    struct Timespec {
         tv_sec: i64,
         tv_nsec: i64,
     }
+    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
     unsafe extern "C" {
-        fn clock_gettime(clock: i32, ts: *mut libc_timespec) -> i32;
+        fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
     }
     let mut objs = Vec::new();
     for r in 0..278 {
