@@ -375,7 +375,8 @@ bench-upstream-smoke: scheduler e2e-binaries
 ## IMAGE_REVISION, the last commit that changed an input of the image (not the pin's own commit, so
 ## pinning does not change what it pins). Fails when the digests differ from
 ## kube-scheduler-config/image.lock; `make image-pin` (or IMAGE_UPDATE_PIN=1) writes the lock and the
-## chart's image.digest instead. image-deps installs what a fresh Debian amd64 machine lacks.
+## chart's image.digest instead (image-pin then regenerates the chart's README, whose values table
+## shows image.digest's default). image-deps installs what a fresh Debian amd64 machine lacks.
 IMAGE_DIR := target/image
 IMAGE_TOOL := $(IMAGE_DIR)/bin/cdplace-image
 IMAGE_LOCK := kube-scheduler-config/image.lock
@@ -450,6 +451,7 @@ image: image-build
 
 image-pin:
 	$(MAKE) image IMAGE_UPDATE_PIN=1
+	$(MAKE) chart-docs
 
 ## image-debs-update: repin debian.lock to the versions apt offers now (security updates)
 image-debs-update: image-deps
