@@ -155,7 +155,7 @@ GO_VERSION_X = $(GO_KUBE_VERSION_X) -X=k8s.io/component-base/version.gitVersion=
 	-X=k8s.io/component-base/version.buildDate=$(BUILD_DATE)
 
 ## version / go-version-ldflags: print the version kube-scheduler is stamped with, and the -ldflags
-## value that stamps it (kube-scheduler-config/Dockerfile builds with it)
+## value that stamps it (the image's binaries get the same version from IMAGE_VERSION_X)
 .PHONY: version go-version-ldflags
 version:
 	@echo $(KUBE_VERSION)-cdplace.$(CDPLACE_VERSION)
@@ -400,7 +400,8 @@ bench-upstream-smoke: scheduler e2e-binaries
 ## IMAGE_REVISION, the last commit that changed an input of the image (not the pin's own commit, so
 ## pinning does not change what it pins). Fails when the digests differ from
 ## kube-scheduler-config/image.lock; `make image-pin` (or IMAGE_UPDATE_PIN=1) writes the lock and the
-## chart's image.digest instead. image-deps installs what a fresh Debian amd64 machine lacks.
+## chart's image.digest instead (image-pin then regenerates the chart's README, whose values table
+## shows image.digest's default). image-deps installs what a fresh Debian amd64 machine lacks.
 IMAGE_DIR := target/image
 IMAGE_TOOL := $(IMAGE_DIR)/bin/cdplace-image
 IMAGE_LOCK := kube-scheduler-config/image.lock
@@ -419,6 +420,15 @@ IMAGE_COMMIT = $(shell git rev-list -1 HEAD -- $(IMAGE_INPUTS))
 IMAGE_REVISION = $(IMAGE_COMMIT)$(shell git status --porcelain -- $(IMAGE_INPUTS) | grep -q . && echo -dirty)
 IMAGE_EPOCH = $(shell git log -1 --format=%ct $(IMAGE_COMMIT))
 IMAGE_VERSION = v$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+# The image's kube-scheduler is stamped as `make scheduler` stamps its own (--version prints
+# v<kubernetes>-cdplace.<ours>), but from the image's inputs rather than HEAD: gitCommit the last
+# commit that changed one, gitTreeState dirty when one has uncommitted changes, buildDate that
+# commit's time. A commit that changes no input (the pin's own) then builds the same bytes.
+IMAGE_KUBE_VERSION = $(KUBE_VERSION)-cdplace.$(CDPLACE_VERSION)
+IMAGE_VERSION_X = $(GO_KUBE_VERSION_X) -X=k8s.io/component-base/version.gitVersion=$(IMAGE_KUBE_VERSION) \
+	-X=k8s.io/component-base/version.gitCommit=$(IMAGE_COMMIT) \
+	-X=k8s.io/component-base/version.gitTreeState=$(if $(filter %-dirty,$(IMAGE_REVISION)),dirty,clean) \
+	-X=k8s.io/component-base/version.buildDate=$(shell TZ=UTC0 git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ $(IMAGE_COMMIT))
 IMAGE_CARGO_ENV = CARGO_TARGET_DIR=$(IMAGE_DIR)/cargo \
 	RUSTFLAGS="--remap-path-prefix=$(CURDIR)=/cdplace --remap-path-prefix=$(or $(CARGO_HOME),$(HOME)/.cargo)=/cargo" \
 	CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
@@ -451,7 +461,7 @@ image-binary-%: guest image-deps
 	cd host-shim/go && GOTOOLCHAIN=$(IMAGE_GO_TOOLCHAIN) CGO_ENABLED=1 GOOS=linux GOARCH=$* CC=$(IMAGE_CC_$*) \
 		$(GO) build -trimpath -buildvcs=false -tags cdplace_image -ldflags "-s -w -buildid= \
 		-X github.com/cdplace/cdplace/host-shim/go/internal/cdplace.HostLibrary=$$(sha256sum \
-		../../$(IMAGE_DIR)/cargo/$(IMAGE_RUST_$*)/release/libcdplace_host.a | cut -c1-16)" \
+		../../$(IMAGE_DIR)/cargo/$(IMAGE_RUST_$*)/release/libcdplace_host.a | cut -c1-16) $(IMAGE_VERSION_X)" \
 		-o ../../$(IMAGE_DIR)/$*/kube-scheduler ./cmd/kube-scheduler
 
 # image-build: the image without the pin check (e2e/kind/run.sh builds a working tree's image).
@@ -466,6 +476,7 @@ image: image-build
 
 image-pin:
 	$(MAKE) image IMAGE_UPDATE_PIN=1
+	$(MAKE) chart-docs
 
 ## image-debs-update: repin debian.lock to the versions apt offers now (security updates)
 image-debs-update: image-deps
@@ -475,13 +486,18 @@ image-debs-update: image-deps
 ## relies on, and a push to a registry (go-containerregistry's in-memory one, as crane push does)
 ## keeps the digests; the arm64 binary prints its version under qemu-user with the image's own root
 ## filesystem as its libraries (-L); the amd64 one in its root filesystem (chroot: its own loader
-## and glibc) as the image's user
+## and glibc) as the image's user; both must print the stamped version (Kubernetes
+## v<kubernetes>-cdplace.<ours>, as `make version` says), not component-base's unstamped default
 image-check: image-build
 	cd e2e/tools/image && CDPLACE_IMAGE_OUT=$(CURDIR)/$(IMAGE_DIR) $(GO) test -count=1 -v -run '^Test(BuiltImage|Pushing)' .
 	$(IMAGE_TOOL) rootfs -platform linux/arm64 -out $(IMAGE_DIR)/rootfs/arm64
-	qemu-aarch64-static -L $(IMAGE_DIR)/rootfs/arm64 $(IMAGE_DIR)/rootfs/arm64/usr/local/bin/kube-scheduler --version
+	v=$$(qemu-aarch64-static -L $(IMAGE_DIR)/rootfs/arm64 $(IMAGE_DIR)/rootfs/arm64/usr/local/bin/kube-scheduler --version) && \
+		echo "linux/arm64: $$v" && [ "$$v" = "Kubernetes $(IMAGE_KUBE_VERSION)" ] || \
+		{ echo "image-check: the arm64 kube-scheduler --version printed '$$v'; want 'Kubernetes $(IMAGE_KUBE_VERSION)'"; exit 1; }
 	$(IMAGE_TOOL) rootfs -platform linux/amd64 -out $(IMAGE_DIR)/rootfs/amd64
-	chroot --userspec=65532:65532 $(IMAGE_DIR)/rootfs/amd64 /usr/local/bin/kube-scheduler --version
+	v=$$(chroot --userspec=65532:65532 $(IMAGE_DIR)/rootfs/amd64 /usr/local/bin/kube-scheduler --version) && \
+		echo "linux/amd64: $$v" && [ "$$v" = "Kubernetes $(IMAGE_KUBE_VERSION)" ] || \
+		{ echo "image-check: the amd64 kube-scheduler --version printed '$$v'; want 'Kubernetes $(IMAGE_KUBE_VERSION)'"; exit 1; }
 
 ## image-test: the amd64 image under runc (its root filesystem read-only, its user 65532, its own
 ## loader and libraries) as the scheduler of the e2e control plane, placing a ComputeDomain whole
