@@ -503,6 +503,15 @@ func (l cliLive) testViewerRole(t *testing.T) {
 		t.Errorf("explain as the viewer says %q, as the admin %q", ex.PreFilter.Reason, l.reason)
 	}
 
+	// The viewer reads the Events of `status --shadow` too (none here: no shadow policy runs).
+	r = runCLI(t, bin, "", nil, "status", "--shadow", "-A", "-o", "json", "--kubeconfig", viewer)
+	var rep struct{ Kind string }
+	if r.code != 0 || r.stderr != "" {
+		t.Errorf("status --shadow as the viewer: exit %d\nstderr: %s", r.code, r.stderr)
+	} else if decodeStrict(t, "status --shadow as the viewer", r.stdout, &rep); rep.Kind != "ShadowReport" {
+		t.Errorf("status --shadow as the viewer is a %q, want ShadowReport", rep.Kind)
+	}
+
 	// Without the pods rule: refused on pods (the resource listed last), once the binding is seen.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
 		r = runCLI(t, bin, "", nil, "status", "-A", "--kubeconfig", nopods)

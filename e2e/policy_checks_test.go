@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -133,6 +134,7 @@ func TestAShadowPolicyReportsDivergencesAndChangesNoPlacement(t *testing.T) {
 	}
 	note := eventNote(t, ctx, s.ns, "ShadowDiverged", "other-clique", "live (generation 1): clique "+best[0], "shadow: clique "+worst[0])
 	t.Logf("ShadowDiverged: %s", note)
+	checkShadowReport(t, s.ns, "clique "+best[0], "clique "+worst[0])
 	c, err := harness.ScrapeCounters(ctx, url, "cdplace_shadow_decisions_total", "cdplace_shadow_seconds_total")
 	if err != nil {
 		t.Fatal(err)
@@ -144,4 +146,66 @@ func TestAShadowPolicyReportsDivergencesAndChangesNoPlacement(t *testing.T) {
 	s.assertNoSplits(d)
 	s.assertAllOrNothing(d)
 	s.assertNoRefusals()
+}
+
+// shadowReport is the part of `cdplace status --shadow -o json` (kind ShadowReport) read here.
+type shadowReport struct {
+	APIVersion string  `json:"apiVersion"`
+	Kind       string  `json:"kind"`
+	Namespace  *string `json:"namespace"`
+	Policies   struct {
+		Shadow *struct {
+			Digest     string `json:"digest"`
+			Generation int    `json:"generation"`
+			Source     string `json:"source"`
+		} `json:"shadow"`
+	} `json:"policies"`
+	Matched     int `json:"matched"`
+	Divergences []struct {
+		Regarding struct{ Kind, Namespace, Name string } `json:"regarding"`
+		Outcome   *string                                `json:"outcome"`
+		Pod       *string                                `json:"pod"`
+		Live      *struct{ Answer string }               `json:"live"`
+		Shadow    *struct{ Answer string }               `json:"shadow"`
+	} `json:"divergences"`
+}
+
+// checkShadowReport: `cdplace status --shadow -n ns -o json` lists the other-clique divergence
+// with both answers (live starting with live, shadow with shadow) and names the shadow policy
+// from its ConfigMap's PolicyApplied Event (Events are recorded asynchronously: retried a while).
+func checkShadowReport(t *testing.T, ns, live, shadow string) {
+	t.Helper()
+	bin := cliBinary(t, "cdplace")
+	var last string
+	ok := func() bool {
+		r := runCLI(t, bin, "", nil, "status", "--shadow", "-n", ns, "-o", "json", "--kubeconfig", env.CP.AdminKubeconfig)
+		if r.code != 0 {
+			last = fmt.Sprintf("exit %d: %s", r.code, r.stderr)
+			return false
+		}
+		last = r.stdout
+		var rep shadowReport
+		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || rep.Kind != "ShadowReport" || rep.Namespace == nil || *rep.Namespace != ns {
+			return false
+		}
+		if p := rep.Policies.Shadow; p == nil || p.Source != fmt.Sprintf("ConfigMap %s/%s key %s", policyNamespace, shadowConfigMap, policyKey) ||
+			!strings.HasPrefix(p.Digest, "sha256:") {
+			return false
+		}
+		for _, d := range rep.Divergences {
+			if d.Outcome != nil && *d.Outcome == "other-clique" && d.Pod != nil && strings.HasPrefix(*d.Pod, ns+"/") &&
+				d.Regarding.Namespace == ns && d.Live != nil && strings.HasPrefix(d.Live.Answer, live) &&
+				d.Shadow != nil && strings.HasPrefix(d.Shadow.Answer, shadow) {
+				return true
+			}
+		}
+		return false
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("status --shadow -n %s does not list the other-clique divergence (live %q, shadow %q) under the shadow policy's ConfigMap:\n%s", ns, live, shadow, last)
+		}
+		time.Sleep(time.Second)
+	}
 }

@@ -36,6 +36,7 @@ enum Command {
     Explain(explain::Options),
     /// Draw the fleet: NVLink cliques × trays, which ComputeDomain holds each tray, and why the
     /// pending ones wait; the ComputeDomains of the current namespace, `-n NS`, or `-A` for all.
+    /// `--shadow` lists the shadow policy's divergences from the scheduler's Events instead.
     Status(status::Options),
 }
 
@@ -60,6 +61,9 @@ fn finish(program: &str, result: Result<String, ExplainError>) -> ExitCode {
 pub fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Explain(opts) => finish(explain::PROGRAM, explain::run(&opts).map(|r| r.render(opts.output))),
+        Command::Status(opts) if opts.shadow => {
+            finish(status::PROGRAM, status::shadow::run(&opts).map(|r| r.render(opts.output)))
+        }
         Command::Status(opts) => finish(status::PROGRAM, status::run(&opts).map(|f| f.render(opts.output))),
     }
 }
@@ -72,5 +76,32 @@ mod tests {
     fn the_command_line_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    fn status(args: &[&str]) -> Result<status::Options, clap::Error> {
+        let cli = Cli::try_parse_from([&["cdplace", "status"], args].concat())?;
+        match cli.command {
+            Command::Status(opts) => Ok(opts),
+            Command::Explain(_) => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn shadow_flags() {
+        let o = status(&["--shadow", "-A"]).unwrap();
+        assert!(o.shadow && o.all_namespaces);
+        assert_eq!(o.limit, 20);
+        assert_eq!(status(&["--shadow", "--limit", "5", "-n", "ml"]).unwrap().limit, 5);
+        assert!(!status(&[]).unwrap().shadow);
+        // --limit is for --shadow; --policy and --config are not read by it.
+        assert!(status(&["--limit", "5"]).is_err());
+        assert!(status(&["--shadow", "--policy", "x.wasm"]).is_err());
+        // A snapshot has no Events: refused, saying so, before any cluster is read (exit 2).
+        let o = status(&["--shadow", "--snapshot", "fleet.yaml"]).unwrap();
+        let e = status::shadow::run(&o).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("only a live cluster has (a snapshot holds no Events)"), "{e}");
+        let o = status(&["--shadow", "-o", "svg"]).unwrap();
+        assert_eq!(status::shadow::run(&o).unwrap_err().exit_code(), 2);
     }
 }

@@ -7,6 +7,8 @@
 //! StatefulSets, ReplicaSets, JobSets, LeaderWorkerSets). Discovery decides: an API the server
 //! does not serve (no ComputeDomain CRD, no PodGroups, no JobSet CRD) is skipped silently, as the
 //! scheduler's adapter skips it. Every object goes through the same path as a snapshot's.
+//! `cdplace status --shadow` lists core/v1 Events instead ([`EVENTS`], [`read_shadow_events`]),
+//! by reason (a field selector).
 //!
 //! kube-rs is async; the CLI runs it on a small current-thread tokio runtime ([`read_cluster`]
 //! blocks). Only this crate depends on kube: the library kube-scheduler links does not.
@@ -61,6 +63,10 @@ pub const RESOURCES: [Resource; 12] = [
     Resource { api_version: "leaderworkerset.x-k8s.io/v1", kind: "LeaderWorkerSet", plural: "leaderworkersets" },
     Resource { api_version: "v1", kind: "Pod", plural: "pods" },
 ];
+
+/// Events, which `cdplace status --shadow` lists (by reason: the scheduler's `ShadowDiverged`,
+/// `PolicyApplied`); nothing else reads them.
+pub const EVENTS: Resource = Resource { api_version: "v1", kind: "Event", plural: "events" };
 
 /// Objects per list request.
 const PAGE: u32 = 500;
@@ -162,6 +168,74 @@ async fn read(opts: &LiveOptions) -> Result<LiveCluster, ExplainError> {
     Ok(out)
 }
 
+/// Events read for `cdplace status --shadow`, as the API server gives them (core/v1).
+#[derive(Debug)]
+pub struct LiveEvents {
+    /// The API server's URL.
+    pub server: String,
+    /// The namespace whose `ShadowDiverged` Events were listed; `None`: every namespace.
+    pub namespace: Option<String>,
+    /// The `ShadowDiverged` Events of that namespace (or of all).
+    pub diverged: Vec<Value>,
+    /// The `PolicyApplied` Events of every namespace.
+    pub applied: Vec<Value>,
+}
+
+/// Lists the `ShadowDiverged` Events of `namespace` (`-n`; else the kubeconfig context's, or every
+/// namespace when `all`) and the `PolicyApplied` Events of every namespace, blocking until done.
+pub fn read_shadow_events(opts: &LiveOptions, namespace: Option<&str>, all: bool) -> Result<LiveEvents, ExplainError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| live("starting the client's runtime", e))?;
+    rt.block_on(async {
+        let config = config(opts).await?;
+        let server = config.cluster_url.to_string().trim_end_matches('/').to_string();
+        let namespace = (!all).then(|| namespace.map_or_else(|| config.default_namespace.clone(), String::from));
+        let client = Client::try_from(config).map_err(|e| live(format!("connecting to {server}"), e))?;
+        let diverged = list_events(&client, &server, namespace.as_deref(), "ShadowDiverged").await?;
+        let applied = list_events(&client, &server, None, "PolicyApplied").await?;
+        Ok(LiveEvents { server, namespace, diverged, applied })
+    })
+}
+
+/// Lists the core/v1 Events with `reason` (a field selector) in `namespace` (`None`: all).
+async fn list_events(
+    client: &Client,
+    server: &str,
+    namespace: Option<&str>,
+    reason: &str,
+) -> Result<Vec<Value>, ExplainError> {
+    let r = EVENTS;
+    let ar = ApiResource {
+        group: String::new(),
+        version: r.api_version.to_string(),
+        api_version: r.api_version.to_string(),
+        kind: r.kind.to_string(),
+        plural: r.plural.to_string(),
+    };
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    };
+    let what = match namespace {
+        Some(ns) => format!("{server}: listing {reason} events in namespace {ns}"),
+        None => format!("{server}: listing {reason} events"),
+    };
+    let mut params = ListParams::default().fields(&format!("reason={reason}")).limit(PAGE);
+    let mut out = Vec::new();
+    loop {
+        let page = api.list(&params).await.map_err(|e| api_error(what.clone(), e))?;
+        for item in page.items {
+            out.push(serde_json::to_value(&item).map_err(|e| live(what.clone(), e))?);
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(out),
+        }
+    }
+}
+
 /// Lists one resource in every namespace, page by page; each item gets the apiVersion and kind
 /// the API server leaves out of list items.
 async fn list(client: &Client, server: &str, r: Resource, out: &mut Vec<SnapshotObject>) -> Result<(), ExplainError> {
@@ -210,7 +284,8 @@ mod tests {
         assert_eq!(owners, crate::owners::OWNER_KINDS.into_iter().collect());
     }
 
-    /// The viewer ClusterRole for the plugin's users grants `list` on exactly what is listed here.
+    /// The viewer ClusterRole for the plugin's users grants `list` on exactly what is listed here
+    /// (with the Events of `status --shadow`).
     #[test]
     fn the_viewer_role_lists_what_is_read() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../kube-scheduler-config/deploy/viewer-rbac.yaml");
@@ -228,6 +303,7 @@ mod tests {
         }
         let read: BTreeSet<(String, String)> = RESOURCES
             .iter()
+            .chain([&EVENTS])
             .map(|r| {
                 let group = r.api_version.split_once('/').map_or("", |(g, _)| g);
                 (group.to_string(), r.plural.to_string())

@@ -21,6 +21,9 @@
 //! context's namespace (else `default`) — or of every namespace with `-A`. A tray held by a
 //! domain of another namespace shows `o`.
 //!
+//! `--shadow` lists the shadow policy's divergences from the scheduler's Events instead of drawing
+//! the map ([`shadow`], a live cluster only).
+//!
 //! Output (`-o`): `text` (the default, within 100 columns), `wide` (full clique labels, and each
 //! domain's UID and trays), `json` and `yaml` (the [`doc::FleetStatus`] document under
 //! `apiVersion: cdplace.nvidia.com/v1alpha1`, `kind: FleetStatus`), `svg`.
@@ -39,6 +42,7 @@ use cdplace_host::extract::{self, Object};
 use cdplace_host::{Cluster, Code, Error};
 
 pub mod doc;
+pub mod shadow;
 mod svg;
 mod text;
 
@@ -82,6 +86,14 @@ pub struct Options {
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
     pub output: Format,
+    /// Instead of the map, list the shadow policy's divergences from the live one: the
+    /// scheduler's ShadowDiverged Events of the namespace (-A: of all), newest first, under the
+    /// live and shadow policies their newest PolicyApplied Events name. A live cluster only.
+    #[arg(long, conflicts_with_all = ["config", "guest"])]
+    pub shadow: bool,
+    /// With --shadow: list at most this many divergences.
+    #[arg(long, value_name = "N", default_value_t = 20, requires = "shadow")]
+    pub limit: usize,
 }
 
 /// Who holds a tray.

@@ -113,7 +113,7 @@ impl Fleet {
 }
 
 /// Writes `text` wrapped at [`COLUMNS`]: the first line indented by `first`, the rest by `rest`.
-fn wrap(out: &mut String, text: &str, first: usize, rest: usize) {
+pub(super) fn wrap(out: &mut String, text: &str, first: usize, rest: usize) {
     let mut line = " ".repeat(first);
     let mut empty = true;
     for word in text.split(' ') {
