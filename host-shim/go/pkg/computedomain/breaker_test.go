@@ -18,9 +18,8 @@ import (
 // on pods whose name starts with "trap" and skips every other pod.
 func TestRepeatedGuestFailuresOpenTheBreakerForComputeDomainPodsOnly(t *testing.T) {
 	now := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
-	old := timeNow
-	timeNow = func() time.Time { return now }
-	t.Cleanup(func() { timeNow = old })
+	setTimeNow(func() time.Time { return now })
+	t.Cleanup(func() { setTimeNow(nil) })
 
 	trap, good := cdPod("cd", "trap-0"), cdPod("cd", "p")
 	plain := makePod("plain", "", 0)

@@ -112,8 +112,8 @@ func TestClassification(t *testing.T) {
 // at the next discovery after crdRecheck) the informer starts and the pod is decided.
 func TestWithoutTheComputeDomainAPI(t *testing.T) {
 	now := timeNow()
-	timeNow = func() time.Time { return now }
-	t.Cleanup(func() { timeNow = time.Now })
+	setTimeNow(func() time.Time { return now })
+	t.Cleanup(func() { setTimeNow(nil) })
 	dra := podWithClaim("dra", v1.PodResourceClaim{Name: "c", ResourceClaimTemplateName: ptr.To("one-gpu")}, "")
 	p := cdPod("cd", "p")
 	e := newEnvWith(t, false, `{"plainPodSteering": false}`, rack("a", 1, 4), []*unstructured.Unstructured{computeDomain("cd", "uid-cd", 1)},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -15,8 +16,25 @@ import (
 	"github.com/cdplace/cdplace/host-shim/go/internal/facts"
 )
 
-// timeNow is the clock (tests replace it).
-var timeNow = time.Now
+var clock atomic.Pointer[func() time.Time]
+
+// timeNow is the plugin's clock: time.Now unless a test set another (setTimeNow). Goroutines of
+// an earlier test's plugin may still read it while a later test sets it, hence the atomic.
+func timeNow() time.Time {
+	if f := clock.Load(); f != nil {
+		return (*f)()
+	}
+	return time.Now()
+}
+
+// setTimeNow makes f the plugin's clock (nil: time.Now).
+func setTimeNow(f func() time.Time) {
+	if f == nil {
+		clock.Store(nil)
+		return
+	}
+	clock.Store(&f)
+}
 
 // syncTimeout bounds how long a ComputeDomain pod waits for the feed's initial lists after
 // start-up before it gets an Error (and retries with backoff).

@@ -250,8 +250,8 @@ func TestFleetRefreshIsPacedByItsCost(t *testing.T) {
 // waitingEventRefresh while the domain waits, and not before; Placed is said once.
 func TestWaitingEventIsSaidAgainBeforeTheEventTTL(t *testing.T) {
 	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
-	timeNow = func() time.Time { return now }
-	t.Cleanup(func() { timeNow = time.Now })
+	setTimeNow(func() time.Time { return now })
+	t.Cleanup(func() { setTimeNow(nil) })
 	cds := []*unstructured.Unstructured{computeDomain("wait", "uid-wait", 4), computeDomain("run", "uid-run", 1)}
 	objs := []runtime.Object{channelTemplate("wait", "uid-wait"), channelTemplate("run", "uid-run"),
 		boundTo(makePod("web", "", 4), "b-00"), boundTo(cdPod("run", "run-0"), "a-00")}

@@ -37,9 +37,8 @@ func agree(t *testing.T, p *Plugin, s *state, nodes []*v1.Node) (hits int) {
 // answered by its new label before the snapshot is rebuilt.
 func TestTheNodeIndexAnswersAsTheLabels(t *testing.T) {
 	now := time.Unix(1_000, 0)
-	old := timeNow
-	timeNow = func() time.Time { return now }
-	t.Cleanup(func() { timeNow = old })
+	setTimeNow(func() time.Time { return now })
+	t.Cleanup(func() { setTimeNow(nil) })
 
 	nodes := append(append(rack("a", 1, 4), rack("b", 2, 4)...), makeNode("cpu-0", 0, 4))
 	cd0, cd1 := boundTo(cdPod("cd", "w0"), "b-00"), cdPod("cd", "w1")

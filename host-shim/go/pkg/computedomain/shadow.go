@@ -68,7 +68,7 @@ func (p *Plugin) startShadow(ctx context.Context, h fwk.Handle, src *PolicySourc
 		}
 		s.watchConfigMap(ctx, cs)
 	}
-	go p.runShadow(ctx)
+	go p.runShadow(ctx, shadowBudget, shadowIdle, shadowReportEvery)
 	p.logger.Info("ComputeDomainPlacement: shadow policy", "source", src.String())
 }
 
@@ -80,8 +80,9 @@ func (p *Plugin) Shadow() (digest string, generation uint64) {
 	return p.shadow.Live()
 }
 
-// runShadow asks the shadow about the waiting live decisions within shadowBudget and reports.
-func (p *Plugin) runShadow(ctx context.Context) {
+// runShadow asks the shadow about the waiting live decisions within budget (a share of one
+// core), sleeping idle when none waits, and reports every reportEvery.
+func (p *Plugin) runShadow(ctx context.Context, budget float64, idle, reportEvery time.Duration) {
 	last := time.Now()
 	for ctx.Err() == nil {
 		start := time.Now()
@@ -90,13 +91,13 @@ func (p *Plugin) runShadow(ctx context.Context) {
 		if err != nil {
 			p.logger.Error(err, "ComputeDomainPlacement: shadow step")
 		}
-		if time.Since(last) >= shadowReportEvery {
+		if time.Since(last) >= reportEvery {
 			p.reportShadow()
 			last = time.Now()
 		}
-		pause := shadowIdle
+		pause := idle
 		if did {
-			pause = time.Duration(float64(took) * (1 - shadowBudget) / shadowBudget)
+			pause = time.Duration(float64(took) * (1 - budget) / budget)
 		}
 		select {
 		case <-ctx.Done():
@@ -111,6 +112,9 @@ func (p *Plugin) reportShadow() {
 	if err != nil {
 		p.logger.Error(err, "ComputeDomainPlacement: shadow report")
 		return
+	}
+	if len(r.Outcomes) > 0 {
+		p.logger.V(4).Info("ComputeDomainPlacement: shadow report", "outcomes", r.Outcomes, "queued", r.Queued, "busyUs", r.BusyUs)
 	}
 	for outcome, n := range r.Outcomes {
 		shadowDecisions.WithLabelValues(outcome).Add(float64(n))

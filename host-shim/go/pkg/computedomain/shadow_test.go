@@ -73,6 +73,10 @@ func TestAShadowPolicyReportsWhereItDivergesAndDecidesNothing(t *testing.T) {
 	agree, _ := testutil.GetCounterMetricValue(shadowDecisions.WithLabelValues("agree"))
 	replaceFile(t, path, testComponent(t, "cdplace_guest.wasm"))
 	waitFor(t, func() bool { _, g := e.plugin.Shadow(); return g == 2 })
+	// The plugin reuses a decision while the view is unchanged (a shadow changes no live answer,
+	// so setting one does not drop them); a new view version makes it ask the library, and so
+	// the shadow, again.
+	e.plugin.feed.bump()
 	if c, _ := preferred(t, e, pod); c != "a" {
 		t.Fatalf("the live best fit decides: clique %s", c)
 	}
