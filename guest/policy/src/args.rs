@@ -114,7 +114,8 @@ pub struct Args {
     #[serde(default = "default_max_instances")]
     pub max_policy_instances: u32,
     /// Where the policy component comes from, watched while the scheduler runs: the one built
-    /// into the binary (default), a file, or a key of a ConfigMap's `binaryData`. A new
+    /// into the binary (default), a file, a key of a ConfigMap's `binaryData`, or a key of a
+    /// Secret's `data` (the scheduler must be allowed to read that object). A new
     /// component is checked on the live view and swapped in between scheduling cycles; one that
     /// fails a check is refused and the old one keeps deciding. The host validates this field and
     /// does not pass it on: a policy is never the validator of where it comes from.

@@ -168,7 +168,7 @@ fn accepted(field: &str, default: Option<&serde_json::Value>) -> String {
         Some(Value::Bool(_)) => return "`true` or `false`".into(),
         // The host's sources: the policy accepts any value and never reads it.
         _ if field == "policy" || field == "shadowPolicy" => {
-            return "an object: `source` `embedded`, `file` (with `path`) or `configMap` (with `namespace`, `name`, `key`); validated by the host".into();
+            return "an object: `source` `embedded`, `file` (with `path`), `configMap` or `secret` (with `namespace`, `name`, `key`); validated by the host".into();
         }
         Some(Value::Number(_)) => vec![Value::from(0u32), Value::from(u32::MAX)],
         _ if field == "guestCallTimeout" => vec!["0ms".into(), "2h".into(), "soon".into()],

@@ -269,14 +269,14 @@ func (p *Plugin) startPolicy(ctx context.Context, h fwk.Handle, src PolicySource
 	case policyFile:
 		go p.policy.run(ctx)
 		go p.policy.watchFile(ctx, src.Path, stamp)
-	case policyConfigMap:
+	case policyConfigMap, policySecret:
 		cs := h.ClientSet()
 		if cs == nil {
-			p.logger.Info("ComputeDomainPlacement: no API client; the policy ConfigMap is not watched and the embedded policy decides", "source", src.String())
+			p.logger.Info("ComputeDomainPlacement: no API client; the policy source is not watched and the embedded policy decides", "source", src.String())
 			return
 		}
 		go p.policy.run(ctx)
-		p.policy.watchConfigMap(ctx, cs)
+		p.policy.watchObject(ctx, cs)
 	}
 	p.logger.Info("ComputeDomainPlacement: policy", "source", src.String(), "digest", digestOf(wasm), "generation", p.cluster.PolicyGeneration())
 }

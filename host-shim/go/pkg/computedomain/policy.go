@@ -40,6 +40,7 @@ import (
 //	policy: {source: embedded}                          the component built into the binary (default)
 //	policy: {source: file, path: /etc/cdplace/policy.wasm}
 //	policy: {source: configMap, namespace: N, name: M, key: K}   binaryData[K] of that ConfigMap
+//	policy: {source: secret, namespace: N, name: M, key: K}      data[K] of that Secret
 //
 // `guestPath: P` is the file source's shorthand (`{source: file, path: P}`); setting both is an
 // error. A file is polled every policyPollInterval (a mounted ConfigMap is replaced by kubelet
@@ -67,6 +68,7 @@ const (
 	policyEmbedded  = "embedded"
 	policyFile      = "file"
 	policyConfigMap = "configMap"
+	policySecret    = "secret"
 )
 
 // Event reasons on the policy's ConfigMap.
@@ -108,6 +110,8 @@ func (s PolicySource) String() string {
 		return "file " + s.Path
 	case policyConfigMap:
 		return "ConfigMap " + s.Namespace + "/" + s.Name + " key " + s.Key
+	case policySecret:
+		return "Secret " + s.Namespace + "/" + s.Name + " key " + s.Key
 	}
 	return policyEmbedded
 }
@@ -140,7 +144,7 @@ func parseSources(args []byte) (PolicySource, *PolicySource, []byte, field.Error
 		sp := argsPath.Child("shadowPolicy")
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(rawShadow, &obj); err != nil || obj == nil {
-			errs = append(errs, field.Invalid(sp, string(rawShadow), "must be an object: {source: embedded|file|configMap, ...}"))
+			errs = append(errs, field.Invalid(sp, string(rawShadow), "must be an object: {source: embedded|file|configMap|secret, ...}"))
 		} else {
 			var sh PolicySource
 			sh, errs = policyObject(sp, obj, errs)
@@ -163,7 +167,7 @@ func parseSources(args []byte) (PolicySource, *PolicySource, []byte, field.Error
 	if hasPolicy {
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(rawPolicy, &obj); err != nil || obj == nil {
-			errs = append(errs, field.Invalid(p, string(rawPolicy), "must be an object: {source: embedded|file|configMap, ...}"))
+			errs = append(errs, field.Invalid(p, string(rawPolicy), "must be an object: {source: embedded|file|configMap|secret, ...}"))
 		} else {
 			src, errs = policyObject(p, obj, errs)
 		}
@@ -208,7 +212,7 @@ func policyObject(p *field.Path, obj map[string]json.RawMessage, errs field.Erro
 	}
 	switch src.Source {
 	case "":
-		errs = append(errs, field.Required(p.Child("source"), "one of embedded, file, configMap"))
+		errs = append(errs, field.Required(p.Child("source"), "one of embedded, file, configMap, secret"))
 	case policyEmbedded:
 		only()
 	case policyFile:
@@ -218,7 +222,7 @@ func policyObject(p *field.Path, obj map[string]json.RawMessage, errs field.Erro
 		} else if !filepath.IsAbs(src.Path) {
 			errs = append(errs, field.Invalid(p.Child("path"), src.Path, "must be an absolute path"))
 		}
-	case policyConfigMap:
+	case policyConfigMap, policySecret:
 		only("namespace", "name", "key")
 		for _, f := range []struct {
 			name, value string
@@ -237,7 +241,7 @@ func policyObject(p *field.Path, obj map[string]json.RawMessage, errs field.Erro
 			}
 		}
 	default:
-		errs = append(errs, field.NotSupported(p.Child("source"), src.Source, []string{policyEmbedded, policyFile, policyConfigMap}))
+		errs = append(errs, field.NotSupported(p.Child("source"), src.Source, []string{policyEmbedded, policyFile, policyConfigMap, policySecret}))
 	}
 	return src, errs
 }
@@ -459,45 +463,72 @@ func (s *swapper) watchFile(ctx context.Context, path string, last fileStamp) {
 	}
 }
 
-// watchConfigMap offers the policy in binaryData[key] of one ConfigMap whenever it is added or
-// updated (an informer on that object alone).
-func (s *swapper) watchConfigMap(ctx context.Context, cs kubernetes.Interface) {
+// watchObject offers the policy in the source's key of one ConfigMap (binaryData) or Secret
+// (data) whenever it is added or updated (an informer on that object alone).
+func (s *swapper) watchObject(ctx context.Context, cs kubernetes.Interface) {
 	src := s.source
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(src.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", src.Name).String()
 		}))
-	inf := f.Core().V1().ConfigMaps().Informer()
+	var inf cache.SharedIndexInformer
+	kind := "ConfigMap"
+	if src.Source == policySecret {
+		inf, kind = f.Core().V1().Secrets().Informer(), "Secret"
+	} else {
+		inf = f.Core().V1().ConfigMaps().Informer()
+	}
 	origin := src.String()
 	seen := func(obj interface{}) {
-		cm, ok := obj.(*v1.ConfigMap)
-		if !ok || cm.Name != src.Name {
+		var (
+			b, text []byte
+			found   bool
+			where   = "binaryData"
+			regard  runtime.Object
+			ns      string
+		)
+		switch o := obj.(type) {
+		case *v1.ConfigMap:
+			if o.Name != src.Name {
+				return
+			}
+			b, found = o.BinaryData[src.Key]
+			if d, ok := o.Data[src.Key]; ok {
+				text = []byte(d)
+			}
+			regard, ns = o, o.Namespace
+		case *v1.Secret:
+			if o.Name != src.Name {
+				return
+			}
+			b, found = o.Data[src.Key]
+			where, regard, ns = "data", o, o.Namespace
+		default:
 			return
 		}
-		b, ok := cm.BinaryData[src.Key]
-		if !ok {
-			note := fmt.Sprintf("ConfigMap %s/%s has no binaryData key %q: the %s is not changed", cm.Namespace, cm.Name, src.Key, s.role)
-			if _, inData := cm.Data[src.Key]; inData {
+		if !found {
+			note := fmt.Sprintf("%s %s/%s has no %s key %q: the %s is not changed", kind, ns, src.Name, where, src.Key, s.role)
+			if text != nil {
 				note += " (the key is under data: a component is binary, put it under binaryData, e.g. kubectl create configmap --from-file)"
 			}
 			s.swaps.WithLabelValues("refused", "missing").Inc()
-			s.logger.Info("ComputeDomainPlacement: "+note, "configMap", klog.KObj(cm))
+			s.logger.Info("ComputeDomainPlacement: "+note, "source", origin)
 			if s.event != nil {
-				s.event(cm, false, note)
+				s.event(regard, false, note)
 			}
 			return
 		}
-		s.offer(policyCandidate{wasm: b, origin: origin, regarding: cm})
+		s.offer(policyCandidate{wasm: b, origin: origin, regarding: regard})
 	}
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    seen,
 		UpdateFunc: func(_, obj interface{}) { seen(obj) },
 		DeleteFunc: func(interface{}) {
-			s.logger.Info("ComputeDomainPlacement: the "+s.role+" ConfigMap was deleted; the "+s.role+" is not changed", "source", origin)
+			s.logger.Info("ComputeDomainPlacement: the "+s.role+" "+kind+" was deleted; the "+s.role+" is not changed", "source", origin)
 		},
 	})
 	if err != nil {
-		s.logger.Error(err, "ComputeDomainPlacement: watching the "+s.role+" ConfigMap", "source", origin)
+		s.logger.Error(err, "ComputeDomainPlacement: watching the "+s.role+" "+kind, "source", origin)
 		return
 	}
 	f.Start(ctx.Done())

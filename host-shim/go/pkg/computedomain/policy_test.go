@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/component-base/metrics/testutil"
@@ -23,9 +24,9 @@ func TestPolicyArgsAreValidatedByTheHost(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	const at = "pluginConfig[ComputeDomainPlacement].args."
 	cases := []struct{ args, want string }{
-		{`{"policy":{"source":"git"}}`, at + `policy.source: Unsupported value: "git": supported values: "embedded", "file", "configMap"`},
-		{`{"policy":{}}`, at + `policy.source: Required value: one of embedded, file, configMap`},
-		{`{"policy":"file"}`, at + `policy: Invalid value: "\"file\"": must be an object: {source: embedded|file|configMap, ...}`},
+		{`{"policy":{"source":"git"}}`, at + `policy.source: Unsupported value: "git": supported values: "embedded", "file", "configMap", "secret"`},
+		{`{"policy":{}}`, at + `policy.source: Required value: one of embedded, file, configMap, secret`},
+		{`{"policy":"file"}`, at + `policy: Invalid value: "\"file\"": must be an object: {source: embedded|file|configMap|secret, ...}`},
 		{`{"policy":{"source":"file"}}`, at + `policy.path: Required value: the component file to load`},
 		{`{"policy":{"source":"file","path":"policy.wasm"}}`, at + `policy.path: Invalid value: "policy.wasm": must be an absolute path`},
 		{`{"policy":{"source":"embedded","path":"/x.wasm"}}`, at + `policy.path: Forbidden: not used with source embedded`},
@@ -183,5 +184,29 @@ func TestAFilePolicyIsSwappedInAndABadOneRefused(t *testing.T) {
 	waitFor(t, func() bool { _, g := e.plugin.Policy(); return g == 3 })
 	if c, g := preferred(t, e, pod); c != "a" || g != 3 {
 		t.Fatalf("generation 3 is best fit again: clique %s, generation %d", c, g)
+	}
+}
+
+// A Secret source: the component in data[key] of that Secret is checked and swapped in as a
+// ConfigMap's is; a Secret without the key refuses nothing and changes nothing.
+func TestASecretPolicyIsSwappedIn(t *testing.T) {
+	worst := testComponent(t, "cdplace_guest_worstfit.wasm")
+	pod := cdPod("cd", "p0")
+	secret := &v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "cdplace-policy"},
+		Data: map[string][]byte{"policy.wasm": worst}}
+	objs := []runtime.Object{channelTemplate("cd", "uid-cd"), pod, secret}
+	cds := []*unstructured.Unstructured{computeDomain("cd", "uid-cd", 2)}
+	nodes := append(rack("a", 1, 2), rack("b", 2, 4)...)
+	e := newEnv(t, `{"policy":{"source":"secret","namespace":"kube-system","name":"cdplace-policy","key":"policy.wasm"}}`, nodes, cds, objs...)
+	waitFor(t, func() bool { _, g := e.plugin.Policy(); return g == 2 })
+	if d, _ := e.plugin.Policy(); d != digestOf(worst) {
+		t.Fatalf("live digest %s, want the Secret's %s", d, digestOf(worst))
+	}
+	if c, g := preferred(t, e, pod); c != "b" || g != 2 {
+		t.Fatalf("the Secret's worst fit decides as generation 2: clique %s, generation %d", c, g)
+	}
+	src, _, errs := parsePolicy([]byte(`{"policy":{"source":"secret","namespace":"kube-system","name":"p","key":"k"}}`))
+	if len(errs) != 0 || src.String() != "Secret kube-system/p key k" {
+		t.Fatalf("%+v %v", src, errs)
 	}
 }

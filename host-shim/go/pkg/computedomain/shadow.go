@@ -60,13 +60,13 @@ func (p *Plugin) startShadow(ctx context.Context, h fwk.Handle, src *PolicySourc
 			s.offer(policyCandidate{wasm: b, origin: "file " + src.Path})
 		}
 		go s.watchFile(ctx, src.Path, stamp)
-	case policyConfigMap:
+	case policyConfigMap, policySecret:
 		cs := h.ClientSet()
 		if cs == nil {
-			p.logger.Info("ComputeDomainPlacement: no API client; the shadow policy ConfigMap is not watched", "source", src.String())
+			p.logger.Info("ComputeDomainPlacement: no API client; the shadow policy source is not watched", "source", src.String())
 			return
 		}
-		s.watchConfigMap(ctx, cs)
+		s.watchObject(ctx, cs)
 	}
 	go p.runShadow(ctx, shadowBudget, shadowIdle, shadowReportEvery)
 	p.logger.Info("ComputeDomainPlacement: shadow policy", "source", src.String())
