@@ -260,7 +260,8 @@ fn calls_racing_swaps_all_get_valid_answers() {
     let c = Arc::new(cluster_on(runtime(), &objs));
     let baseline = c.pre_filter("ns", "p0", &[]).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
-    // Every worker is calling before the first swap, and calls at least once after the last.
+    // Every worker has called before the first swap, and calls at least once after the last (a
+    // worker starved during all ten swaps still makes those two calls).
     let started = Arc::new(std::sync::Barrier::new(4));
     let workers: Vec<_> = (0..3)
         .map(|i| {
@@ -268,15 +269,20 @@ fn calls_racing_swaps_all_get_valid_answers() {
             std::thread::spawn(move || {
                 let mut last = 0;
                 let mut calls = 0;
-                started.wait();
-                loop {
-                    let done = stop.load(Ordering::SeqCst);
+                let mut call = || {
                     let (d, g) = c.pre_filter_with_generation("ns", if i % 2 == 0 { "p0" } else { "p1" }, &[]).unwrap();
                     assert_eq!(d.status, baseline.status);
                     assert_eq!(d.node_set, baseline.node_set, "every generation answers the same policy");
                     assert!(g >= last, "generation went back from {last} to {g}");
                     last = g;
                     calls += 1;
+                };
+                // One call before the swaps start, then calls racing them, then one after the last.
+                call();
+                started.wait();
+                loop {
+                    let done = stop.load(Ordering::SeqCst);
+                    call();
                     if done {
                         break;
                     }
