@@ -334,7 +334,9 @@ cdplace_error_t *cdplace_cluster_set_shadow(const cdplace_cluster_t *c, const cd
  * behind it, or whose view was cut or compacted away, is "skipped"), and compares the answers:
  * "agree", "would-not-place" (the live answer offers a clique, the shadow's none),
  * "would-place", "other-clique" (another best clique), "elsewhere" (the same best clique, other
- * cliques or nodes offered), "error" (the shadow's call failed; its instance is rebuilt).
+ * cliques or nodes offered), "other-victims" (a gang preemption in the same clique evicting other
+ * pods or domains), "error" (the shadow's call failed; its instance is rebuilt). Gang preemption
+ * (cdplace_cluster_preempt) is queued and compared the same way.
  * *did is 1 when a decision waited, else 0. One guest call under guestCallTimeout: call it off
  * the scheduling path, as often as the caller's CPU budget allows. Thread-safe.
  */

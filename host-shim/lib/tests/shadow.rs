@@ -230,3 +230,81 @@ fn shadow_at_5004_trays() {
         step.as_secs_f64() * 1e6
     );
 }
+
+/// The shipped policy with gang preemption turned off: it never makes room.
+#[derive(Debug)]
+struct NoPreempt;
+
+#[derive(Debug)]
+struct NoPreemptEvaluator(Box<dyn cdplace_host::Evaluator>);
+
+impl cdplace_host::Backend for NoPreempt {
+    fn evaluator(
+        self: Arc<Self>,
+        limits: cdplace_host::Limits,
+    ) -> cdplace_host::Result<Box<dyn cdplace_host::Evaluator>> {
+        Ok(Box::new(NoPreemptEvaluator(cdplace_testkit::native::backend().evaluator(limits)?)))
+    }
+}
+
+impl cdplace_host::Evaluator for NoPreemptEvaluator {
+    fn set_deadline(&mut self, until: std::time::Instant) {
+        self.0.set_deadline(until)
+    }
+    fn configure(&mut self, args: &str) -> cdplace_host::Result<cdplace_host::Settings> {
+        self.0.configure(args)
+    }
+    fn apply(&mut self, deltas: &[cdplace_host::evaluator::wit::Delta]) -> cdplace_host::Result<()> {
+        self.0.apply(deltas)
+    }
+    fn pre_filter(
+        &mut self,
+        pod: cdplace_policy::StrId,
+        overlay: &[cdplace_policy::OverlayOp],
+        now_ms: i64,
+    ) -> cdplace_host::Result<cdplace_policy::PreFilterResult> {
+        self.0.pre_filter(pod, overlay, now_ms)
+    }
+    fn steer(&mut self, gpus: bool, now_ms: i64) -> cdplace_host::Result<cdplace_policy::PreFilterResult> {
+        self.0.steer(gpus, now_ms)
+    }
+    fn preempt(&mut self, pod: cdplace_policy::StrId, now_ms: i64) -> cdplace_host::Result<cdplace_policy::Preemption> {
+        let mut p = self.0.preempt(pod, now_ms)?;
+        p.plan = None;
+        p.reason = "this shadow never preempts".into();
+        Ok(p)
+    }
+    fn status(&mut self, now_ms: i64) -> cdplace_host::Result<cdplace_policy::FleetStatus> {
+        self.0.status(now_ms)
+    }
+}
+
+/// Gang preemption is shadowed too: a high-priority domain that needs the clique a low one runs
+/// in gets a plan from the live policy; a shadow that never preempts is reported as
+/// would-not-place with both answers in words.
+#[test]
+fn gang_preemption_is_shadowed() {
+    let mut objs = rack("a", 1, 4);
+    objs.extend(domain("ns", "low", "uid-low"));
+    objs.push(annotate(compute_domain("ns", "low", "uid-low"), "cdplace.nvidia.com/size", "4"));
+    for i in 0..4 {
+        objs.push(bound(cd_pod("ns", "low", &format!("low-{i}")), &format!("a-{i:02}")));
+    }
+    objs.extend(domain("ns", "high", "uid-high"));
+    objs.push(annotate(compute_domain("ns", "high", "uid-high"), "cdplace.nvidia.com/size", "4"));
+    for i in 0..4 {
+        let mut p = cd_pod("ns", "high", &format!("high-{i}"));
+        p["spec"]["priority"] = serde_json::json!(1000);
+        objs.push(p);
+    }
+    let c = cluster(&objs);
+    c.set_shadow(Some(Arc::new(NoPreempt))).expect("set shadow");
+    let live = c.preempt("ns", "high-0").expect("preempt");
+    assert!(live.plan.is_some(), "the live policy makes room: {live:?}");
+    assert!(c.shadow_step(), "the live preemption waited for the shadow");
+    let r = c.shadow_take();
+    assert_eq!(count(&r, "would-not-place"), 1, "{r:?}");
+    let d = r.divergences.iter().find(|d| d.domain == "uid-high").unwrap_or_else(|| panic!("a divergence: {r:?}"));
+    assert!(d.live.starts_with("preempt 1 domain(s) [uid-low] and 4 pod(s) in clique "), "live: {}", d.live);
+    assert_eq!(d.shadow, "no preemption: this shadow never preempts");
+}

@@ -173,7 +173,7 @@ var (
 	shadowDecisions = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "shadow_decisions_total",
-		Help:           "Live PreFilter decisions of ComputeDomain pods the shadow policy was asked about on the same view, by outcome (agree, would-not-place, would-place, other-clique, elsewhere, error, skipped).",
+		Help:           "Live PreFilter and gang preemption decisions of ComputeDomain pods the shadow policy was asked about on the same view, by outcome (agree, would-not-place, would-place, other-clique, elsewhere, other-victims, error, skipped).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"outcome"})
 	shadowSeconds = metrics.NewCounter(&metrics.CounterOpts{

@@ -78,6 +78,7 @@ impl Pool {
             Ok(move |e: &mut dyn Evaluator| e.pre_filter(pod, &ops, now).map(|r| (ops, r)))
         })?;
         if let Some((pod, domain, live)) = seed {
+            let live = shadow::Asked::PreFilter(live);
             self.shadow_offer(shadow::Job {
                 key,
                 pod,
@@ -208,13 +209,34 @@ impl Pool {
         convert: impl Fn(&State, &cdplace_policy::Preemption) -> T,
     ) -> Result<Decided<T>> {
         let what = || format!("{namespace}/{name}");
-        let convert = |st: &State, r: &cdplace_policy::Preemption| Ok(convert(st, r));
-        let (t, at) = self.decide(On::Pool, what, convert, |sh| {
+        let now = now_ms();
+        let shadowed = self.shadowing();
+        let convert = |st: &State, r: &cdplace_policy::Preemption| {
+            let seed = match (shadowed, r.domain, st.pod(namespace, name)) {
+                (true, Some(domain), Some(pod)) => Some((pod, domain, r.clone())),
+                _ => None,
+            };
+            Ok((convert(st, r), seed))
+        };
+        let ((t, seed), at) = self.decide(On::Pool, what, convert, |sh| {
             let Some(pod) = sh.state.pod(namespace, name) else {
                 return Err(Error::UnknownPod(what()));
             };
-            Ok(move |e: &mut dyn Evaluator| e.preempt(pod, now_ms()))
+            Ok(move |e: &mut dyn Evaluator| e.preempt(pod, now))
         })?;
+        if let Some((pod, domain, live)) = seed {
+            let key = format!("{namespace}/{name}");
+            let live = shadow::Asked::Preempt(live);
+            self.shadow_offer(shadow::Job {
+                key,
+                pod,
+                domain,
+                now_ms: now,
+                pos: at.pos,
+                generation: at.generation,
+                live,
+            });
+        }
         Ok((t, at.policy))
     }
 

@@ -2,7 +2,8 @@
 //! view, that never acts. What it would have decided differently is kept per ComputeDomain.
 //!
 //! - **Which decisions.** Every live PreFilter answer for a ComputeDomain workload pod on the
-//!   plain view (no preemption what-if overlay) is offered as a [`Job`]: the pod, its domain, the
+//!   plain view (no preemption what-if overlay), and every live gang preemption (PostFilter)
+//!   of one, is offered as a [`Job`]: the pod, its domain, the
 //!   host clock the live call used, the journal position and string generation of the view it
 //!   was made on, and the live answer. The live path only clones the answer and takes one short
 //!   lock: the shadow's instance runs elsewhere ([`Pool::shadow_step`], called by the host's own
@@ -20,7 +21,8 @@
 //!   clique) and the shadow's does not ([`Outcome::WouldNotPlace`]), the reverse
 //!   ([`Outcome::WouldPlace`]), both place but the shadow's first clique is another
 //!   ([`Outcome::OtherClique`]), or the same first clique but another set of cliques or nodes
-//!   ([`Outcome::Elsewhere`]). A shadow call that fails (trap, timeout) is [`Outcome::Error`] and
+//!   ([`Outcome::Elsewhere`]); for gang preemption, another clique, or the same clique with
+//!   other victims ([`Outcome::OtherVictims`], see [`compare_preemption`]). A shadow call that fails (trap, timeout) is [`Outcome::Error`] and
 //!   its instance is rebuilt; the live path never sees it.
 //! - **Reported**: counts per outcome, and a [`Divergence`] (both answers in words) each time a
 //!   domain's outcome changes to a divergent one, at most [`SHADOW_LOG`] waiting to be taken.
@@ -35,6 +37,7 @@ use serde::Serialize;
 use super::{Lease, Pool};
 use crate::decision::{self, Decision};
 use crate::evaluator::Backend;
+use crate::preemption::{self, Preemption};
 use crate::settings::Settings;
 use crate::{Error, Result};
 
@@ -62,6 +65,8 @@ pub enum Outcome {
     OtherClique,
     /// Both place it in the same first clique, but offer other cliques or nodes.
     Elsewhere,
+    /// Both would make room by gang preemption in the same clique, with other victims.
+    OtherVictims,
     /// The shadow's call failed (trap, timeout, memory).
     Error,
     /// Not asked: the queue was full, or the view the live decision was made on was gone.
@@ -70,12 +75,13 @@ pub enum Outcome {
 
 impl Outcome {
     /// Every outcome, in declaration order.
-    pub const ALL: [Outcome; 7] = [
+    pub const ALL: [Outcome; 8] = [
         Outcome::Agree,
         Outcome::WouldNotPlace,
         Outcome::WouldPlace,
         Outcome::OtherClique,
         Outcome::Elsewhere,
+        Outcome::OtherVictims,
         Outcome::Error,
         Outcome::Skipped,
     ];
@@ -88,6 +94,7 @@ impl Outcome {
             Outcome::WouldPlace => "would-place",
             Outcome::OtherClique => "other-clique",
             Outcome::Elsewhere => "elsewhere",
+            Outcome::OtherVictims => "other-victims",
             Outcome::Error => "error",
             Outcome::Skipped => "skipped",
         }
@@ -97,7 +104,12 @@ impl Outcome {
     pub fn diverges(self) -> bool {
         matches!(
             self,
-            Outcome::WouldNotPlace | Outcome::WouldPlace | Outcome::OtherClique | Outcome::Elsewhere | Outcome::Error
+            Outcome::WouldNotPlace
+                | Outcome::WouldPlace
+                | Outcome::OtherClique
+                | Outcome::Elsewhere
+                | Outcome::OtherVictims
+                | Outcome::Error
         )
     }
 }
@@ -159,6 +171,33 @@ pub fn describe(d: &Decision) -> String {
     }
 }
 
+/// How the shadow's gang preemption compares with the live one: whether each makes room, in
+/// which clique, evicting which pods and domains.
+pub fn compare_preemption(live: &Preemption, shadow: &Preemption) -> Outcome {
+    match (&live.plan, &shadow.plan) {
+        (None, None) => Outcome::Agree,
+        (Some(_), None) => Outcome::WouldNotPlace,
+        (None, Some(_)) => Outcome::WouldPlace,
+        (Some(a), Some(b)) if a.clique != b.clique => Outcome::OtherClique,
+        (Some(a), Some(b)) if a.pods != b.pods || a.domains != b.domains => Outcome::OtherVictims,
+        _ => Outcome::Agree,
+    }
+}
+
+/// A gang preemption in words: its victims and clique, or why none helps.
+pub fn describe_preemption(p: &Preemption) -> String {
+    match &p.plan {
+        Some(plan) => format!(
+            "preempt {} domain(s) [{}] and {} pod(s) in clique {}",
+            plan.domains.len(),
+            plan.domains.join(", "),
+            plan.pods.len(),
+            plan.clique
+        ),
+        None => format!("no preemption: {}", p.reason),
+    }
+}
+
 /// A domain on which the shadow's answer differs from the live one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -200,6 +239,15 @@ pub struct ShadowReport {
     pub busy_us: u64,
 }
 
+/// What the live policy was asked, with its answer.
+#[derive(Debug)]
+pub(crate) enum Asked {
+    /// PreFilter on the plain view.
+    PreFilter(PreFilterResult),
+    /// Gang preemption (PostFilter).
+    Preempt(cdplace_policy::Preemption),
+}
+
 /// A live decision for the shadow to answer too.
 #[derive(Debug)]
 pub(crate) struct Job {
@@ -212,7 +260,7 @@ pub(crate) struct Job {
     /// The view the live decision was made on.
     pub pos: u64,
     pub generation: u64,
-    pub live: PreFilterResult,
+    pub live: Asked,
 }
 
 /// The shadow policy of a pool and what it found.
@@ -304,7 +352,12 @@ impl Pool {
     /// Queues a live decision for the shadow (see the module doc).
     pub(crate) fn shadow_offer(&self, job: Job) {
         let mut sh = self.shadow();
-        if sh.backend.is_none() || sh.queue.iter().any(|j| j.domain == job.domain && j.generation == job.generation) {
+        let same = |j: &Job| {
+            j.domain == job.domain
+                && j.generation == job.generation
+                && std::mem::discriminant(&j.live) == std::mem::discriminant(&job.live)
+        };
+        if sh.backend.is_none() || sh.queue.iter().any(same) {
             return;
         }
         if sh.queue.len() >= SHADOW_QUEUE {
@@ -428,7 +481,11 @@ impl Pool {
         }
         let mut l = lease.expect("a lease at the job's view");
         l.instance.set_deadline(deadline);
-        let answer = match l.instance.pre_filter(job.pod, &[], job.now_ms) {
+        let answer = match &job.live {
+            Asked::PreFilter(_) => l.instance.pre_filter(job.pod, &[], job.now_ms).map(Asked::PreFilter),
+            Asked::Preempt(_) => l.instance.preempt(job.pod, job.now_ms).map(Asked::Preempt),
+        };
+        let answer = match answer {
             Ok(r) => r,
             Err(e) => {
                 self.shared().release(l.pos, l.generation);
@@ -439,11 +496,24 @@ impl Pool {
         if sh.generation != job.generation {
             return (Some(l), None);
         }
-        let live = decision::decision(&sh.state, &job.live);
-        let shadow = decision::decision(&sh.state, &answer);
+        let compared = match (&job.live, &answer) {
+            (Asked::PreFilter(live), Asked::PreFilter(shadow)) => {
+                let (live, shadow) = (decision::decision(&sh.state, live), decision::decision(&sh.state, shadow));
+                Compared { outcome: compare(&live, &shadow), uid, live: describe(&live), shadow: describe(&shadow) }
+            }
+            (Asked::Preempt(live), Asked::Preempt(shadow)) => {
+                let (live, shadow) = (preemption::resolve(&sh.state, live), preemption::resolve(&sh.state, shadow));
+                Compared {
+                    outcome: compare_preemption(&live, &shadow),
+                    uid,
+                    live: describe_preemption(&live),
+                    shadow: describe_preemption(&shadow),
+                }
+            }
+            _ => unreachable!("the shadow is asked what the live policy was"),
+        };
         drop(sh);
-        let outcome = compare(&live, &shadow);
-        (Some(l), Some(Compared { outcome, uid, live: describe(&live), shadow: describe(&shadow) }))
+        (Some(l), Some(compared))
     }
 
     /// A new shadow instance from a snapshot of the view now.
@@ -522,6 +592,32 @@ mod tests {
     }
 
     #[test]
+    fn compare_preemption_names_each_kind_of_difference() {
+        let plan = |clique: &str, domains: &[&str]| {
+            Some(crate::preemption::Plan {
+                clique: clique.into(),
+                node: format!("{clique}-00"),
+                pods: domains.iter().map(|d| format!("ns/{d}-0")).collect(),
+                domains: domains.iter().map(|d| d.to_string()).collect(),
+                gpus: 4,
+                priority: 0,
+                trays: 1,
+            })
+        };
+        let p = |plan| Preemption { domain: Some("uid".into()), plan, reason: "why".into() };
+        let (a_low, a_other, b_low, none) =
+            (p(plan("a", &["low"])), p(plan("a", &["other"])), p(plan("b", &["low"])), p(None));
+        assert_eq!(compare_preemption(&a_low, &p(plan("a", &["low"]))), Outcome::Agree);
+        assert_eq!(compare_preemption(&a_low, &a_other), Outcome::OtherVictims);
+        assert_eq!(compare_preemption(&a_low, &b_low), Outcome::OtherClique);
+        assert_eq!(compare_preemption(&a_low, &none), Outcome::WouldNotPlace);
+        assert_eq!(compare_preemption(&none, &a_low), Outcome::WouldPlace);
+        assert_eq!(compare_preemption(&none, &p(None)), Outcome::Agree);
+        assert_eq!(describe_preemption(&a_low), "preempt 1 domain(s) [low] and 1 pod(s) in clique a");
+        assert_eq!(describe_preemption(&none), "no preemption: why");
+    }
+
+    #[test]
     fn describe_says_where_or_why() {
         assert_eq!(describe(&decision(S, &[("a", S, 90), ("b", S, 50)])), "clique a (score 90), then b (50)");
         assert_eq!(describe(&decision(U, &[])), "Unschedulable: full");
@@ -531,7 +627,19 @@ mod tests {
     #[test]
     fn outcome_names_are_the_metric_labels() {
         let names: Vec<_> = Outcome::ALL.iter().map(|o| o.name()).collect();
-        assert_eq!(names, ["agree", "would-not-place", "would-place", "other-clique", "elsewhere", "error", "skipped"]);
+        assert_eq!(
+            names,
+            [
+                "agree",
+                "would-not-place",
+                "would-place",
+                "other-clique",
+                "elsewhere",
+                "other-victims",
+                "error",
+                "skipped"
+            ]
+        );
         for o in Outcome::ALL {
             assert_eq!(serde_json::to_value(o).unwrap(), serde_json::Value::String(o.name().into()));
         }
