@@ -181,24 +181,7 @@ fn shadow_at_5004_trays() {
     unsafe extern "C" {
         fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
     }
-    let mut objs = Vec::new();
-    for r in 0..278 {
-        objs.extend(rack(&format!("r{r:03}"), r + 1, 18));
-    }
-    for d in 0..200 {
-        let (cd, uid) = (format!("cd{d}"), format!("uid-cd{d}"));
-        objs.extend(domain("ns", &cd, &uid));
-        objs.push(annotate(compute_domain("ns", &cd, &uid), "cdplace.nvidia.com/size", "4"));
-        objs.push(cd_pod("ns", &cd, &format!("{cd}-p0")));
-    }
-    for d in 0..125 {
-        let (cd, uid) = (format!("run{d}"), format!("uid-run{d}"));
-        objs.extend(domain("ns", &cd, &uid));
-        objs.push(annotate(compute_domain("ns", &cd, &uid), "cdplace.nvidia.com/size", "4"));
-        for i in 0..4 {
-            objs.push(bound(cd_pod("ns", &cd, &format!("{cd}-p{i}")), &format!("r{d:03}-{i:02}")));
-        }
-    }
+    let objs = fleet_5004();
     let c = cluster(&objs);
     let decide_all = |c: &Cluster| {
         let t = cpu();

@@ -315,24 +315,7 @@ fn calls_racing_swaps_all_get_valid_answers() {
 #[test]
 #[ignore]
 fn swap_at_5004_trays() {
-    let mut objs = Vec::new();
-    for r in 0..278 {
-        objs.extend(rack(&format!("r{r:03}"), r + 1, 18));
-    }
-    for d in 0..200 {
-        let (cd, uid) = (format!("cd{d}"), format!("uid-cd{d}"));
-        objs.extend(domain("ns", &cd, &uid));
-        objs.push(annotate(compute_domain("ns", &cd, &uid), "cdplace.nvidia.com/size", "4"));
-        objs.push(cd_pod("ns", &cd, &format!("{cd}-p0")));
-    }
-    for d in 0..125 {
-        let (cd, uid) = (format!("run{d}"), format!("uid-run{d}"));
-        objs.extend(domain("ns", &cd, &uid));
-        objs.push(annotate(compute_domain("ns", &cd, &uid), "cdplace.nvidia.com/size", "4"));
-        for i in 0..4 {
-            objs.push(bound(cd_pod("ns", &cd, &format!("{cd}-p{i}")), &format!("r{d:03}-{i:02}")));
-        }
-    }
+    let objs = fleet_5004();
     let c = cluster_on(runtime(), &objs);
     c.pre_filter("ns", "cd0-p0", &[]).unwrap();
     let wasm = std::fs::read(wasm_path("cdplace_guest.wasm")).unwrap();

@@ -253,3 +253,27 @@ pub fn verdict<'a>(d: &'a Decision, node: &str, clique: Option<&str>) -> (cdplac
     let (s, score) = d.node(node, clique);
     (s.code, s.reason.as_str(), score)
 }
+
+/// The 5,004-tray figure fleet of the swap and shadow costs: 278 cliques of 18 trays, 200
+/// pending ComputeDomains of 4 (one pod each, `cd{d}-p0`) and 125 running ones of 4 (`run{d}`).
+pub fn fleet_5004() -> Vec<Value> {
+    let mut objs = Vec::new();
+    for r in 0..278 {
+        objs.extend(rack(&format!("r{r:03}"), r + 1, 18));
+    }
+    for d in 0..200 {
+        let (cd, uid) = (format!("cd{d}"), format!("uid-cd{d}"));
+        objs.extend(domain("ns", &cd, &uid));
+        objs.push(annotate(compute_domain("ns", &cd, &uid), "cdplace.nvidia.com/size", "4"));
+        objs.push(cd_pod("ns", &cd, &format!("{cd}-p0")));
+    }
+    for d in 0..125 {
+        let (cd, uid) = (format!("run{d}"), format!("uid-run{d}"));
+        objs.extend(domain("ns", &cd, &uid));
+        objs.push(annotate(compute_domain("ns", &cd, &uid), "cdplace.nvidia.com/size", "4"));
+        for i in 0..4 {
+            objs.push(bound(cd_pod("ns", &cd, &format!("{cd}-p{i}")), &format!("r{d:03}-{i:02}")));
+        }
+    }
+    objs
+}
