@@ -38,7 +38,8 @@ extern "C" {
 /**
  * The version of this header. 5: a cluster's policy can be replaced while it serves
  * (cdplace_cluster_swap, cdplace_cluster_policy_generation); PreFilter and steering report the
- * policy generation that decided (a new out-parameter); CDPLACE_ERROR_REFUSED, _WORLD.
+ * policy generation that decided (a new out-parameter); CDPLACE_ERROR_REFUSED, _WORLD; the
+ * decision calls at a given policy time (cdplace_cluster_pre_filter_at, _steer_at, _preempt_at).
  * cdplace_abi_version returns the library's: a caller checks they are equal.
  */
 #define CDPLACE_ABI_VERSION 5
@@ -267,6 +268,21 @@ cdplace_error_t *cdplace_cluster_forget(const cdplace_cluster_t *c, const char *
 cdplace_error_t *cdplace_cluster_pre_filter(const cdplace_cluster_t *c, const char *ns, size_t ns_len,
                                             const char *name, size_t name_len, const uint8_t *overlay,
                                             size_t overlay_len, cdplace_bytes_t *out, uint64_t *generation);
+
+/**
+ * The decision calls at a given policy time now_ms (Unix milliseconds) instead of the host's
+ * clock: the recorder writes the time of each decision down and `cdplace replay` asks again at
+ * it (the policy's settling and reservations read the clock). Otherwise as the calls above/below.
+ */
+cdplace_error_t *cdplace_cluster_pre_filter_at(const cdplace_cluster_t *c, const char *ns, size_t ns_len,
+                                               const char *name, size_t name_len, const uint8_t *overlay,
+                                               size_t overlay_len, int64_t now_ms, cdplace_bytes_t *out,
+                                               uint64_t *generation);
+cdplace_error_t *cdplace_cluster_steer_at(const cdplace_cluster_t *c, uint8_t gpus, int64_t now_ms,
+                                          cdplace_bytes_t *out, uint64_t *generation);
+cdplace_error_t *cdplace_cluster_preempt_at(const cdplace_cluster_t *c, const char *ns, size_t ns_len,
+                                            const char *name, size_t name_len, int64_t now_ms,
+                                            cdplace_bytes_t *out);
 
 /**
  * Plain-pod steering: where a pod without a ComputeDomain should go, the same answer for every

@@ -14,7 +14,7 @@ use crate::extract::{self, Kind};
 use crate::facts::{self, Record};
 use crate::fleet::{self, Fleet};
 use crate::overlay::Overlay;
-use crate::pool::{JournalBounds, On, Pool, ShadowReport, Stats, SwapReport};
+use crate::pool::{JournalBounds, On, Pool, ShadowReport, Stats, SwapReport, now_ms};
 use crate::preemption::{self, Preemption};
 use crate::quarantine::Quarantined;
 use crate::runtime::Limits;
@@ -97,7 +97,7 @@ impl Cluster {
     /// (trap, timeout, memory) is an error and the instance is discarded; the next call gets a
     /// fresh one.
     pub fn pre_filter(&self, namespace: &str, name: &str, overlay: &[Overlay]) -> Result<Decision> {
-        Ok(self.pool.pre_filter(On::Pool, namespace, name, overlay, decision::decision)?.0)
+        Ok(self.pool.pre_filter(On::Pool, namespace, name, overlay, now_ms(), decision::decision)?.0)
     }
 
     /// [`Cluster::pre_filter`] with the policy generation that decided it.
@@ -107,39 +107,43 @@ impl Cluster {
         name: &str,
         overlay: &[Overlay],
     ) -> Result<(Decision, u64)> {
-        self.pool.pre_filter(On::Pool, namespace, name, overlay, decision::decision)
+        self.pool.pre_filter(On::Pool, namespace, name, overlay, now_ms(), decision::decision)
     }
 
     /// [`Cluster::pre_filter`] answered in the packed `CDP4` form (see [`crate::decision`]): what
     /// the Go adapter reads; no per-node strings are built.
     pub fn pre_filter_packed(&self, namespace: &str, name: &str, overlay: &[Overlay]) -> Result<Vec<u8>> {
-        Ok(self.pre_filter_packed_with_generation(namespace, name, overlay)?.0)
+        Ok(self.pre_filter_packed_at(namespace, name, overlay, now_ms())?.0)
     }
 
-    /// [`Cluster::pre_filter_packed`] with the policy generation that decided it.
-    pub fn pre_filter_packed_with_generation(
+    /// [`Cluster::pre_filter_packed`] at the policy time `now_ms` (Unix milliseconds) instead of
+    /// the host's clock (a recorded decision asked again by `cdplace replay` at its own time),
+    /// with the policy generation that decided it.
+    pub fn pre_filter_packed_at(
         &self,
         namespace: &str,
         name: &str,
         overlay: &[Overlay],
+        now_ms: i64,
     ) -> Result<(Vec<u8>, u64)> {
-        self.pool.pre_filter(On::Pool, namespace, name, overlay, decision::packed)
+        self.pool.pre_filter(On::Pool, namespace, name, overlay, now_ms, decision::packed)
     }
 
     /// Plain-pod steering: where a pod without a ComputeDomain should go (`gpus`: it uses GPUs).
     /// The answer is the same for every such pod on the same view.
     pub fn steer(&self, gpus: bool) -> Result<Decision> {
-        Ok(self.pool.steer(On::Pool, gpus, decision::decision)?.0)
+        Ok(self.pool.steer(On::Pool, gpus, now_ms(), decision::decision)?.0)
     }
 
     /// [`Cluster::steer`] in the packed `CDP4` form.
     pub fn steer_packed(&self, gpus: bool) -> Result<Vec<u8>> {
-        Ok(self.steer_packed_with_generation(gpus)?.0)
+        Ok(self.steer_packed_at(gpus, now_ms())?.0)
     }
 
-    /// [`Cluster::steer_packed`] with the policy generation that decided it.
-    pub fn steer_packed_with_generation(&self, gpus: bool) -> Result<(Vec<u8>, u64)> {
-        self.pool.steer(On::Pool, gpus, decision::packed)
+    /// [`Cluster::steer_packed`] at the policy time `now_ms` (Unix milliseconds), with the policy
+    /// generation that decided it.
+    pub fn steer_packed_at(&self, gpus: bool, now_ms: i64) -> Result<(Vec<u8>, u64)> {
+        self.pool.steer(On::Pool, gpus, now_ms, decision::packed)
     }
 
     /// Replaces the policy while the cluster serves: `backend` (in production a newly compiled
@@ -182,7 +186,12 @@ impl Cluster {
     /// pods to evict so its domain fits one clique, or why none help. A guest failure is an
     /// error and the instance is discarded, as for PreFilter. Nothing in the view changes.
     pub fn preempt(&self, namespace: &str, name: &str) -> Result<Preemption> {
-        Ok(self.pool.preempt(namespace, name, preemption::resolve)?.0)
+        self.preempt_at(namespace, name, now_ms())
+    }
+
+    /// [`Cluster::preempt`] at the policy time `now_ms` (Unix milliseconds).
+    pub fn preempt_at(&self, namespace: &str, name: &str, now_ms: i64) -> Result<Preemption> {
+        Ok(self.pool.preempt(namespace, name, now_ms, preemption::resolve)?.0)
     }
 
     /// The fleet status: cliques' trays, the largest domain that could start now, reserved

@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use cdplace_policy::{Code, PreFilterResult, StrId, Verdict};
 
 use crate::state::State;
-use crate::wire::Writer;
+use crate::wire::{Reader, WireError, WireResult, Writer};
 
 /// How many of the best-scoring fitting cliques a domain that has not started is offered as
 /// the PreFilterResult: the policy's number (it marks only those cliques Success).
@@ -174,6 +174,77 @@ pub(crate) fn packed(st: &State, r: &PreFilterResult) -> Vec<u8> {
         None => out.put_u8(0),
     }
     out
+}
+
+/// Reads a packed `CDP4` decision back into a [`Decision`] (`cdplace replay` reads the recorded
+/// answers with it). A malformed one is an error naming the byte offset and field.
+pub fn unpack(bytes: &[u8]) -> std::result::Result<Decision, String> {
+    fn code(r: &mut Reader<'_>, field: &str) -> WireResult<Code> {
+        let at = r.offset();
+        Ok(match r.u8(field)? {
+            0 => Code::Success,
+            1 => Code::Skip,
+            2 => Code::Unschedulable,
+            3 => Code::UnschedulableAndUnresolvable,
+            4 => Code::Error,
+            c => return Err(WireError { offset: at, message: format!("{field}: {c} is not a cdplace_code_t") }),
+        })
+    }
+    fn status(r: &mut Reader<'_>, reasons: &[String], field: &str) -> WireResult<Status> {
+        let code = code(r, field)?;
+        let at = r.offset();
+        let i = r.u32(field)? as usize;
+        let reason = reasons
+            .get(i)
+            .cloned()
+            .ok_or_else(|| WireError { offset: at, message: format!("{field}: reason {i} of {}", reasons.len()) })?;
+        Ok(Status { code, reason })
+    }
+    fn read(r: &mut Reader<'_>) -> WireResult<Decision> {
+        r.expect(MAGIC, "magic")?;
+        let n = r.u32("nreasons")? as usize;
+        let mut reasons = Vec::with_capacity(n.min(r.remaining() / 4));
+        for _ in 0..n {
+            reasons.push(r.str("reason")?);
+        }
+        let st = status(r, &reasons, "status")?;
+        let domain = r.ostr("domain")?;
+        let exclusive = r.bool("exclusive")?;
+        let other = status(r, &reasons, "other")?;
+        let other_score = r.u32("other score")?;
+        let (mut cliques, mut stable, mut nodes) = (BTreeMap::new(), BTreeSet::new(), BTreeMap::new());
+        for _ in 0..r.u32("ncliques")? {
+            let label = r.str("clique")?;
+            let v = status(r, &reasons, "clique verdict")?;
+            let score = r.u32("clique score")?;
+            if r.u8("clique flags")? & 1 == 1 {
+                stable.insert(label.clone());
+            }
+            cliques.insert(label, (v, score));
+        }
+        for _ in 0..r.u32("nnodes")? {
+            let node = r.str("node")?;
+            nodes.insert(node, status(r, &reasons, "node verdict")?);
+        }
+        let node_set = if r.bool("has_node_set")? {
+            let n = r.u32("node set length")?;
+            let mut v = Vec::with_capacity((n as usize).min(r.remaining() / 4));
+            for _ in 0..n {
+                v.push(r.str("node set")?);
+            }
+            Some(v)
+        } else {
+            None
+        };
+        if r.remaining() > 0 {
+            return Err(WireError {
+                offset: r.offset(),
+                message: format!("{} bytes after the decision", r.remaining()),
+            });
+        }
+        Ok(Decision { status: st, domain, exclusive, cliques, other, other_score, stable, nodes, node_set })
+    }
+    read(&mut Reader::new(bytes)).map_err(|e| format!("packed decision: byte {}: {}", e.offset, e.message))
 }
 
 #[cfg(test)]

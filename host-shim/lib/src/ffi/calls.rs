@@ -6,6 +6,7 @@ use super::{
     write,
 };
 use crate::overlay;
+use crate::pool::now_ms;
 
 /// Gang preemption (PostFilter) for the pod `ns/name`: writes the victims as JSON to `out`
 /// (free with `cdplace_bytes_delete`), `{"domain": S|null, "plan": {"clique": S, "node": S,
@@ -23,10 +24,29 @@ pub unsafe extern "C" fn cdplace_cluster_preempt(
     name_len: usize,
     out: *mut cdplace_bytes_t,
 ) -> *mut cdplace_error_t {
+    // SAFETY: per the contract above.
+    unsafe { cdplace_cluster_preempt_at(c, ns, ns_len, name, name_len, now_ms(), out) }
+}
+
+/// `cdplace_cluster_preempt` at the policy time `now_ms` (Unix milliseconds) instead of the
+/// host's clock (a recorder writes the time down; replay asks again at it).
+///
+/// # Safety
+/// As `cdplace_cluster_preempt`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cdplace_cluster_preempt_at(
+    c: *const cdplace_cluster_t,
+    ns: *const u8,
+    ns_len: usize,
+    name: *const u8,
+    name_len: usize,
+    now_ms: i64,
+    out: *mut cdplace_bytes_t,
+) -> *mut cdplace_error_t {
     guard(|| {
         // SAFETY: per the contract above.
         let (c, ns, name) = unsafe { (cluster(c)?, text(ns, ns_len, "namespace")?, text(name, name_len, "name")?) };
-        give(out, || Ok(c.preempt(ns, name)?.to_json().into_bytes()))
+        give(out, || Ok(c.preempt_at(ns, name, now_ms)?.to_json().into_bytes()))
     })
 }
 
@@ -68,6 +88,31 @@ pub unsafe extern "C" fn cdplace_cluster_pre_filter(
     out: *mut cdplace_bytes_t,
     generation: *mut u64,
 ) -> *mut cdplace_error_t {
+    // SAFETY: per the contract above.
+    unsafe {
+        cdplace_cluster_pre_filter_at(c, ns, ns_len, name, name_len, overlay, overlay_len, now_ms(), out, generation)
+    }
+}
+
+/// `cdplace_cluster_pre_filter` at the policy time `now_ms` (Unix milliseconds) instead of the
+/// host's clock (a recorder writes the time down; replay asks again at it).
+///
+/// # Safety
+/// As `cdplace_cluster_pre_filter`.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn cdplace_cluster_pre_filter_at(
+    c: *const cdplace_cluster_t,
+    ns: *const u8,
+    ns_len: usize,
+    name: *const u8,
+    name_len: usize,
+    overlay: *const u8,
+    overlay_len: usize,
+    now_ms: i64,
+    out: *mut cdplace_bytes_t,
+    generation: *mut u64,
+) -> *mut cdplace_error_t {
     guard(|| {
         // SAFETY: per the contract above.
         let (c, ns, name, overlay) = unsafe {
@@ -79,7 +124,7 @@ pub unsafe extern "C" fn cdplace_cluster_pre_filter(
             )
         };
         give(out, || {
-            let (packed, g) = c.pre_filter_packed_with_generation(ns, name, &overlay::decode(overlay)?)?;
+            let (packed, g) = c.pre_filter_packed_at(ns, name, &overlay::decode(overlay)?, now_ms)?;
             tell(generation, g);
             Ok(packed)
         })
@@ -99,6 +144,23 @@ pub unsafe extern "C" fn cdplace_cluster_steer(
     out: *mut cdplace_bytes_t,
     generation: *mut u64,
 ) -> *mut cdplace_error_t {
+    // SAFETY: per the contract above.
+    unsafe { cdplace_cluster_steer_at(c, gpus, now_ms(), out, generation) }
+}
+
+/// `cdplace_cluster_steer` at the policy time `now_ms` (Unix milliseconds) instead of the host's
+/// clock.
+///
+/// # Safety
+/// As `cdplace_cluster_steer`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cdplace_cluster_steer_at(
+    c: *const cdplace_cluster_t,
+    gpus: u8,
+    now_ms: i64,
+    out: *mut cdplace_bytes_t,
+    generation: *mut u64,
+) -> *mut cdplace_error_t {
     guard(|| {
         // SAFETY: per the contract above.
         let c = unsafe { cluster(c)? };
@@ -106,7 +168,7 @@ pub unsafe extern "C" fn cdplace_cluster_steer(
             if gpus > 1 {
                 return Err(bad_call("gpus must be 0 or 1"));
             }
-            let (packed, g) = c.steer_packed_with_generation(gpus == 1)?;
+            let (packed, g) = c.steer_packed_at(gpus == 1, now_ms)?;
             tell(generation, g);
             Ok(packed)
         })

@@ -42,7 +42,9 @@ pub(crate) struct At {
 }
 
 impl Pool {
-    /// Runs PreFilter for the pod `namespace/name`, checks the answer against the safety rules
+    /// Runs PreFilter for the pod `namespace/name` at the policy time `now_ms` (Unix
+    /// milliseconds: the host's clock on the live path, a recorded decision's own time when
+    /// `cdplace replay` asks again), checks the answer against the safety rules
     /// ([`safety::check`]) and turns it (ids) into `T` with the state it was computed against; if
     /// the strings were compacted meanwhile, it runs again. A guest failure discards the
     /// instance; the next call gets a fresh one. An answer that breaks a rule is
@@ -54,11 +56,11 @@ impl Pool {
         namespace: &str,
         name: &str,
         overlay: &[Overlay],
+        now_ms: i64,
         convert: impl Fn(&State, &PreFilterResult) -> T,
     ) -> Result<Decided<T>> {
         let what = || format!("{namespace}/{name}");
         let key = what();
-        let now = now_ms();
         // A live decision of a ComputeDomain pod on the plain view is what a shadow policy is
         // asked about too (see `shadow`): its answer is kept for that, only when one is set.
         let shadowed = matches!(on, On::Pool) && overlay.is_empty() && self.shadowing();
@@ -75,7 +77,7 @@ impl Pool {
                 return Err(Error::UnknownPod(what()));
             };
             let ops = sh.state.overlay(overlay);
-            Ok(move |e: &mut dyn Evaluator| e.pre_filter(pod, &ops, now).map(|r| (ops, r)))
+            Ok(move |e: &mut dyn Evaluator| e.pre_filter(pod, &ops, now_ms).map(|r| (ops, r)))
         })?;
         if let Some((pod, domain, live)) = seed {
             let live = shadow::Asked::PreFilter(live);
@@ -83,7 +85,7 @@ impl Pool {
                 key,
                 pod,
                 domain,
-                now_ms: now,
+                now_ms,
                 pos: at.pos,
                 generation: at.generation,
                 live,
@@ -92,16 +94,18 @@ impl Pool {
         Ok((t, at.policy))
     }
 
-    /// Plain-pod steering (`gpus`: the pod uses GPUs), turned into `T` like [`Pool::pre_filter`].
+    /// Plain-pod steering (`gpus`: the pod uses GPUs) at `now_ms`, turned into `T` like
+    /// [`Pool::pre_filter`].
     pub fn steer<T>(
         &self,
         on: On<'_>,
         gpus: bool,
+        now_ms: i64,
         convert: impl Fn(&State, &PreFilterResult) -> T,
     ) -> Result<Decided<T>> {
         let what = || String::from(if gpus { "plain GPU pod" } else { "plain pod" });
         let convert = |st: &State, r: &PreFilterResult| Ok(convert(st, r));
-        let (t, at) = self.decide(on, what, convert, |_| Ok(move |e: &mut dyn Evaluator| e.steer(gpus, now_ms())))?;
+        let (t, at) = self.decide(on, what, convert, |_| Ok(move |e: &mut dyn Evaluator| e.steer(gpus, now_ms)))?;
         Ok((t, at.policy))
     }
 
@@ -206,10 +210,10 @@ impl Pool {
         &self,
         namespace: &str,
         name: &str,
+        now_ms: i64,
         convert: impl Fn(&State, &cdplace_policy::Preemption) -> T,
     ) -> Result<Decided<T>> {
         let what = || format!("{namespace}/{name}");
-        let now = now_ms();
         let shadowed = self.shadowing();
         let convert = |st: &State, r: &cdplace_policy::Preemption| {
             let seed = match (shadowed, r.domain, st.pod(namespace, name)) {
@@ -222,7 +226,7 @@ impl Pool {
             let Some(pod) = sh.state.pod(namespace, name) else {
                 return Err(Error::UnknownPod(what()));
             };
-            Ok(move |e: &mut dyn Evaluator| e.preempt(pod, now))
+            Ok(move |e: &mut dyn Evaluator| e.preempt(pod, now_ms))
         })?;
         if let Some((pod, domain, live)) = seed {
             let key = format!("{namespace}/{name}");
@@ -231,7 +235,7 @@ impl Pool {
                 key,
                 pod,
                 domain,
-                now_ms: now,
+                now_ms,
                 pos: at.pos,
                 generation: at.generation,
                 live,
@@ -258,7 +262,7 @@ impl Pool {
 /// is asked again before the violation is reported.
 const VIOLATION_RETRIES: u32 = 2;
 
-/// The host's clock for the policy (Unix milliseconds).
-pub(crate) fn now_ms() -> i64 {
+/// The host's clock for the policy (Unix milliseconds): what the calls that take no time use.
+pub fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }

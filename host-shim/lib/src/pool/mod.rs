@@ -56,6 +56,7 @@ use crate::state::State;
 use crate::{Error, Result};
 
 pub(crate) use calls::On;
+pub use calls::now_ms;
 pub use journal::JournalBounds;
 pub(crate) use journal::Shared;
 pub use shadow::{Divergence, Outcome as ShadowOutcome, SHADOW_LOG, SHADOW_QUEUE, ShadowReport};

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use cdplace_policy::Code;
 use serde::Serialize;
 
-use super::calls::On;
+use super::calls::{On, now_ms};
 use super::{Current, Lease, Pool};
 use crate::decision;
 use crate::evaluator::Backend;
@@ -205,7 +205,7 @@ impl Pool {
         for (is_pending, (ns, name)) in pods {
             let what = || format!("PreFilter of {} pod {ns}/{name}", if is_pending { "pending" } else { "placed" });
             let t = Instant::now();
-            let answer = self.pre_filter(On::Candidate(&mut *lease), ns, name, &[], |st, r| {
+            let answer = self.pre_filter(On::Candidate(&mut *lease), ns, name, &[], now_ms(), |st, r| {
                 (decision::packed(st, r), r.status.code, r.reason(r.status).to_string())
             });
             timed(&mut report, &what, t);
@@ -230,7 +230,7 @@ impl Pool {
         }
         if settings.plain_pod_steering {
             let t = Instant::now();
-            let steer = self.steer(On::Candidate(&mut *lease), true, |_, r| r.status.code);
+            let steer = self.steer(On::Candidate(&mut *lease), true, now_ms(), |_, r| r.status.code);
             timed(&mut report, &|| "steering a plain GPU pod".to_string(), t);
             match steer {
                 Ok((Code::Error, _)) => return Err(refused("self-test", "steering a plain GPU pod answered Error")),
