@@ -127,6 +127,18 @@ pub struct Args {
     /// Validated by the host, as `policy`.
     #[serde(default, skip_serializing)]
     pub shadow_policy: HostOnly,
+    /// Record what the policy saw and said into this directory (off when unset): the fact
+    /// batches, assumptions and decisions, for `cdplace replay`. Files rotate at
+    /// `recordMaxBytes`; the newest `recordMaxFiles` are kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_path: Option<String>,
+    /// Size at which the recorder starts its next file, in bytes.
+    #[serde(default = "default_record_max_bytes")]
+    pub record_max_bytes: u64,
+    /// Recorder files kept (the oldest are deleted); replay rebuilds the view only from a trace
+    /// whose first file is still there.
+    #[serde(default = "default_record_max_files")]
+    pub record_max_files: u32,
 }
 
 /// A host field the policy accepts whatever its value and ignores.
@@ -159,6 +171,14 @@ pub const DEFAULT_MEMORY_LIMIT_MIB: u32 = 512;
 /// `maxPolicyInstances` when unset: kube-scheduler's default `parallelism` (16 pods are scheduled
 /// at once, so 16 calls can be in flight).
 pub const DEFAULT_MAX_POLICY_INSTANCES: u32 = 16;
+/// `recordMaxBytes` when unset (64 MiB).
+pub const DEFAULT_RECORD_MAX_BYTES: u64 = 64 << 20;
+/// Smallest and largest `recordMaxBytes` accepted (1 MiB, 64 GiB).
+pub const RECORD_MAX_BYTES_RANGE: (u64, u64) = (1 << 20, 64 << 30);
+/// `recordMaxFiles` when unset.
+pub const DEFAULT_RECORD_MAX_FILES: u32 = 8;
+/// Largest `recordMaxFiles` accepted.
+pub const MAX_RECORD_FILES: u32 = 10_000;
 /// Largest `maxPolicyInstances` accepted.
 pub const MAX_POLICY_INSTANCES: u32 = 256;
 
@@ -200,6 +220,12 @@ fn default_memory_limit() -> u32 {
 }
 fn default_max_instances() -> u32 {
     DEFAULT_MAX_POLICY_INSTANCES
+}
+fn default_record_max_bytes() -> u64 {
+    DEFAULT_RECORD_MAX_BYTES
+}
+fn default_record_max_files() -> u32 {
+    DEFAULT_RECORD_MAX_FILES
 }
 
 /// A duration of the Go form the scheduler's config uses for durations of this size
@@ -319,6 +345,26 @@ impl Args {
             && p.is_empty()
         {
             return Err(bad("guestPath", p, "must be a file path when set"));
+        }
+        if let Some(p) = &self.record_path
+            && p.is_empty()
+        {
+            return Err(bad("recordPath", p, "must be a directory path when set"));
+        }
+        let (lo, hi) = RECORD_MAX_BYTES_RANGE;
+        if !(lo..=hi).contains(&self.record_max_bytes) {
+            return Err(bad(
+                "recordMaxBytes",
+                &self.record_max_bytes.to_string(),
+                &format!("must be between {lo} (1 MiB) and {hi} (64 GiB)"),
+            ));
+        }
+        if !(1..=MAX_RECORD_FILES).contains(&self.record_max_files) {
+            return Err(bad(
+                "recordMaxFiles",
+                &self.record_max_files.to_string(),
+                &format!("must be between 1 and {MAX_RECORD_FILES}"),
+            ));
         }
         if self.reserve_trays_per_clique >= self.max_trays_per_clique {
             return Err(bad(
@@ -507,9 +553,16 @@ mod tests {
         let props = schema["definitions"]["computeDomainPlacementArgs"]["properties"]
             .as_object()
             .expect("definitions.computeDomainPlacementArgs.properties in values.schema.json");
-        // guestPath, policy and shadowPolicy are the host's (never serialized by the policy).
-        let mut fields: alloc::vec::Vec<String> =
-            alloc::vec!["apiVersion".into(), "kind".into(), "guestPath".into(), "policy".into(), "shadowPolicy".into()];
+        // guestPath, policy and shadowPolicy are the host's (never serialized by the policy);
+        // recordPath is serialized only when set.
+        let mut fields: alloc::vec::Vec<String> = alloc::vec![
+            "apiVersion".into(),
+            "kind".into(),
+            "guestPath".into(),
+            "policy".into(),
+            "shadowPolicy".into(),
+            "recordPath".into(),
+        ];
         let defaults: serde_json::Value = serde_json::from_str(&Args::default().canonical_json()).unwrap();
         fields.extend(defaults.as_object().unwrap().keys().cloned());
         for f in &fields {
@@ -523,5 +576,20 @@ mod tests {
         assert_eq!(range("cliqueReservationAfterSeconds"), (Some(0), Some(u64::from(MAX_RESERVATION_AFTER_SECONDS))));
         assert_eq!(range("sizeSettleSeconds"), (Some(0), Some(u64::from(MAX_SIZE_SETTLE_SECONDS))));
         assert_eq!(range("maxPolicyInstances"), (Some(1), Some(u64::from(MAX_POLICY_INSTANCES))));
+        assert_eq!(range("recordMaxBytes"), (Some(RECORD_MAX_BYTES_RANGE.0), Some(RECORD_MAX_BYTES_RANGE.1)));
+        assert_eq!(range("recordMaxFiles"), (Some(1), Some(u64::from(MAX_RECORD_FILES))));
+    }
+
+    #[test]
+    fn recorder_fields_are_validated_here() {
+        let a = Args::parse(r#"{"recordPath":"/var/lib/cdplace/trace","recordMaxBytes":1048576,"recordMaxFiles":2}"#)
+            .unwrap();
+        assert_eq!(a.record_path.as_deref(), Some("/var/lib/cdplace/trace"));
+        assert_eq!((a.record_max_bytes, a.record_max_files), (1 << 20, 2));
+        let d = Args::parse("{}").unwrap();
+        assert_eq!((d.record_path, d.record_max_bytes, d.record_max_files), (None, 64 << 20, 8));
+        for bad in [r#"{"recordPath":""}"#, r#"{"recordMaxBytes":1024}"#, r#"{"recordMaxFiles":0}"#] {
+            assert!(Args::parse(bad).is_err(), "{bad} accepted");
+        }
     }
 }
