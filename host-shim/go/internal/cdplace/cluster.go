@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cdplace/cdplace/host-shim/go/internal/facts"
 )
@@ -42,6 +44,40 @@ type Cluster struct {
 	ptr       *C.cdplace_cluster_t
 	rt        *Runtime // keeps the runtime alive
 	crossings atomic.Uint64
+	// rec records every call (record.go); nil when off. recMu orders the view-changing calls
+	// (exclusive) against the decisions (shared) while recording.
+	rec   Recorder
+	recMu sync.RWMutex
+}
+
+// SetRecorder makes the cluster report every call to rec (nil: stop). Set it before the
+// cluster is used concurrently.
+func (c *Cluster) SetRecorder(rec Recorder) { c.rec = rec }
+
+// viewChange runs a view-changing call, recorded in order when a recorder is set.
+func (c *Cluster) viewChange(call func() error, record func(Recorder)) error {
+	if c.rec == nil {
+		return call()
+	}
+	c.recMu.Lock()
+	defer c.recMu.Unlock()
+	err := call()
+	record(c.rec)
+	return err
+}
+
+// decide runs a decision at the policy time it takes now, recorded (with the position it was
+// made on) when a recorder is set.
+func (c *Cluster) decide(kind CallKind, namespace, name string, overlay []byte, call func(nowMs int64) ([]byte, error)) ([]byte, error) {
+	now := time.Now().UnixMilli()
+	if c.rec == nil {
+		return call(now)
+	}
+	c.recMu.RLock()
+	defer c.recMu.RUnlock()
+	out, err := call(now)
+	c.rec.Decision(kind, now, namespace, name, overlay, out, err)
+	return out, err
 }
 
 // NewCluster makes a cluster view under the plugin arguments: the raw pluginConfig args as a
@@ -171,16 +207,23 @@ func (c *Cluster) Stats() (Stats, error) {
 // ApplyFacts applies a packed facts batch (Batch.Bytes) in one call: decoded whole first, so a
 // malformed batch applies nothing (ErrBadCall naming the byte offset and record).
 func (c *Cluster) ApplyFacts(batch []byte) error {
-	p, n := bytesOf(batch)
-	c.cross()
-	err := take(C.cdplace_cluster_apply_facts(c.ptr, p, n))
-	runtime.KeepAlive(batch)
-	runtime.KeepAlive(c)
-	return err
+	return c.viewChange(func() error {
+		p, n := bytesOf(batch)
+		c.cross()
+		err := take(C.cdplace_cluster_apply_facts(c.ptr, p, n))
+		runtime.KeepAlive(batch)
+		runtime.KeepAlive(c)
+		return err
+	}, func(r Recorder) { r.Batch(batch) })
 }
 
 // Assume counts a pod on a node at once (Reserve). A pod the view does not have: ErrUnknownPod.
 func (c *Cluster) Assume(namespace, name, node string) error {
+	return c.viewChange(func() error { return c.assume(namespace, name, node) },
+		func(r Recorder) { r.Assume(namespace, name, node) })
+}
+
+func (c *Cluster) assume(namespace, name, node string) error {
 	np, nn := str(namespace)
 	p, n := str(name)
 	xp, xn := str(node)
@@ -195,6 +238,11 @@ func (c *Cluster) Assume(namespace, name, node string) error {
 
 // Forget drops an assumption (Unreserve).
 func (c *Cluster) Forget(namespace, name string) error {
+	return c.viewChange(func() error { return c.forget(namespace, name) },
+		func(r Recorder) { r.Forget(namespace, name) })
+}
+
+func (c *Cluster) forget(namespace, name string) error {
 	np, nn := str(namespace)
 	p, n := str(name)
 	c.cross()
@@ -208,21 +256,27 @@ func (c *Cluster) Forget(namespace, name string) error {
 // PreFilter decides where the pod may go, as if overlay were applied (nil: none).
 func (c *Cluster) PreFilter(namespace, name string, overlay []Overlay) (*Decision, error) {
 	ov := packOverlay(overlay)
-	np, nn := str(namespace)
-	p, n := str(name)
-	op, on := bytesOf(ov)
-	var out C.cdplace_bytes_t
 	var gen C.uint64_t
-	c.cross()
-	err := take(C.cdplace_cluster_pre_filter(c.ptr, np, nn, p, n, op, on, &out, &gen))
-	runtime.KeepAlive(ov)
-	runtime.KeepAlive(namespace)
-	runtime.KeepAlive(name)
-	runtime.KeepAlive(c)
+	b, err := c.decide(CallPreFilter, namespace, name, ov, func(now int64) ([]byte, error) {
+		np, nn := str(namespace)
+		p, n := str(name)
+		op, on := bytesOf(ov)
+		var out C.cdplace_bytes_t
+		c.cross()
+		err := take(C.cdplace_cluster_pre_filter_at(c.ptr, np, nn, p, n, op, on, C.int64_t(now), &out, &gen))
+		runtime.KeepAlive(ov)
+		runtime.KeepAlive(namespace)
+		runtime.KeepAlive(name)
+		runtime.KeepAlive(c)
+		if err != nil {
+			return nil, err
+		}
+		return takeBytes(&out), nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	return decoded(takeBytes(&out), gen)
+	return decoded(b, gen)
 }
 
 func decoded(b []byte, gen C.uint64_t) (*Decision, error) {
@@ -241,15 +295,25 @@ func (c *Cluster) Steer(gpus bool) (*Decision, error) {
 	if gpus {
 		g = 1
 	}
-	var out C.cdplace_bytes_t
+	var rg []byte // what the recorder keeps of the request: gpus
+	if c.rec != nil {
+		rg = []byte{byte(g)}
+	}
 	var gen C.uint64_t
-	c.cross()
-	err := take(C.cdplace_cluster_steer(c.ptr, g, &out, &gen))
-	runtime.KeepAlive(c)
+	b, err := c.decide(CallSteer, "", "", rg, func(now int64) ([]byte, error) {
+		var out C.cdplace_bytes_t
+		c.cross()
+		err := take(C.cdplace_cluster_steer_at(c.ptr, g, C.int64_t(now), &out, &gen))
+		runtime.KeepAlive(c)
+		if err != nil {
+			return nil, err
+		}
+		return takeBytes(&out), nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	return decoded(takeBytes(&out), gen)
+	return decoded(b, gen)
 }
 
 // SwapReport is what a swap checked (cdplace_cluster_swap's report).
@@ -443,19 +507,25 @@ type Preemption struct {
 // Preempt asks the policy which whole lower-priority ComputeDomains and plain GPU pods to
 // evict so the pod's domain fits one clique (PostFilter). The view is not changed.
 func (c *Cluster) Preempt(namespace, name string) (*Preemption, error) {
-	np, nn := str(namespace)
-	p, n := str(name)
-	var out C.cdplace_bytes_t
-	c.cross()
-	err := take(C.cdplace_cluster_preempt(c.ptr, np, nn, p, n, &out))
-	runtime.KeepAlive(namespace)
-	runtime.KeepAlive(name)
-	runtime.KeepAlive(c)
+	b, err := c.decide(CallPreempt, namespace, name, nil, func(now int64) ([]byte, error) {
+		np, nn := str(namespace)
+		p, n := str(name)
+		var out C.cdplace_bytes_t
+		c.cross()
+		err := take(C.cdplace_cluster_preempt_at(c.ptr, np, nn, p, n, C.int64_t(now), &out))
+		runtime.KeepAlive(namespace)
+		runtime.KeepAlive(name)
+		runtime.KeepAlive(c)
+		if err != nil {
+			return nil, err
+		}
+		return takeBytes(&out), nil
+	})
 	if err != nil {
 		return nil, err
 	}
 	var pr Preemption
-	if err := json.Unmarshal(takeBytes(&out), &pr); err != nil {
+	if err := json.Unmarshal(b, &pr); err != nil {
 		return nil, fmt.Errorf("cdplace: decoding a preemption: %w", err)
 	}
 	return &pr, nil

@@ -25,6 +25,12 @@ const (
 )
 
 var (
+	recordDropped = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "record_dropped_total",
+		Help:           "Records the decision recorder (recordPath) dropped because its writer fell behind; the trace marks each gap and replay compares nothing after a lost view change.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	policyCallDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "policy_call_duration_seconds",
@@ -192,7 +198,7 @@ func RegisterMetrics() {
 	registerMetrics.Do(func() {
 		legacyregistry.MustRegister(policyCallDuration, policyCallErrors, decisionsTotal, steeringAnswers, scoreCycles, gangPreemptions, gangPreemptionVictims, gangPreemptionGPUs,
 			journalLength, policyInstances, quarantinedObjects, breakerOpen, policyViolations, policySwaps, policyInfo,
-			shadowSwaps, shadowInfo, shadowDecisions, shadowSeconds)
+			shadowSwaps, shadowInfo, shadowDecisions, shadowSeconds, recordDropped)
 		legacyregistry.MustRegister(domainsPending, domainsStarting, domainsRunning, cliqueFreeTrays, largestPlaceable, reservedTrays)
 	})
 }

@@ -209,6 +209,9 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, err
 	}
 	logger := klog.FromContext(ctx)
+	if _, err := startRecorder(ctx, logger, cluster, policyArgs, wasm); err != nil {
+		return nil, err
+	}
 	f := newFeed(logger, cluster, settings.Keys)
 	if rec := h.EventRecorder(); rec != nil {
 		f.event = func(obj runtime.Object, note string) {
