@@ -1,6 +1,7 @@
 //! The command line both executables run: `cdplace` and `kubectl-cdplace` (kubectl runs the
 //! latter for `kubectl cdplace ...`; the two behave the same whatever their name). Each
-//! subcommand lives in its module: `explain` is [`crate::explain`], `status` is [`crate::status`].
+//! subcommand lives in its module: `explain` is [`crate::explain`], `status` is [`crate::status`],
+//! `replay` is [`crate::replay`].
 //!
 //! Exit codes: 0 with a report; 1 when the command could not finish against a well-formed request
 //! (the cluster could not be read — unreachable, forbidden, a failed list —, the pod or
@@ -14,7 +15,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::explain::ExplainError;
-use crate::{explain, status};
+use crate::{explain, replay, status};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -38,6 +39,8 @@ enum Command {
     /// pending ones wait; the ComputeDomains of the current namespace, `-n NS`, or `-A` for all.
     /// `--shadow` lists the shadow policy's divergences from the scheduler's Events instead.
     Status(status::Options),
+    /// Ask a policy again every decision a scheduler recorded (recordPath) and compare the answers.
+    Replay(replay::Options),
 }
 
 /// Prints `report`, or the failure under `program` with its exit status.
@@ -65,6 +68,13 @@ pub fn main() -> ExitCode {
             finish(status::PROGRAM, status::shadow::run(&opts).map(|r| r.render(opts.output)))
         }
         Command::Status(opts) => finish(status::PROGRAM, status::run(&opts).map(|f| f.render(opts.output))),
+        Command::Replay(opts) => match replay::run(&opts) {
+            Ok(report) => finish(replay::PROGRAM, Ok(report)),
+            Err(e) => {
+                eprintln!("{}: {e}", replay::PROGRAM);
+                ExitCode::from(e.exit_code())
+            }
+        },
     }
 }
 

@@ -9,13 +9,15 @@
 //! building the view both commands share), [`status`] (`cdplace status`, the rack map),
 //! [`output`] (the versioned JSON/YAML documents), [`snapshot`] (reading snapshot files),
 //! [`live`] (reading a live cluster through a kubeconfig with kube-rs), [`owners`] (workload
-//! owners and their sizes, which the scheduler's Go adapter resolves).
+//! owners and their sizes, which the scheduler's Go adapter resolves), [`replay`] (`cdplace
+//! replay`: a recorded trace asked again).
 
 pub mod cli;
 pub mod explain;
 pub mod live;
 pub mod output;
 pub mod owners;
+pub mod replay;
 pub mod snapshot;
 pub mod status;
 

@@ -1,0 +1,573 @@
+//! `cdplace replay TRACE [--policy A.wasm]... [--json FILE]`: asks a policy again every decision
+//! a scheduler recorded (`recordPath`, issue 37) and compares the answers.
+//!
+//! For each policy (the component beside this executable when none is named) it builds a cluster
+//! under the recorded plugin args and goes through the trace in order: each fact batch is applied
+//! exactly as the scheduler applied it, each Reserve/Unreserve assumed or forgotten, and each
+//! decision (PreFilter, plain-pod steering, gang preemption) asked again at its recorded policy
+//! time, on the view at its recorded position (the number of view changes before it). Answers are
+//! compared decoded (a `CDP4` decision with [`cdplace_host::decision::unpack`], a preemption as
+//! JSON), so the order strings were interned in does not matter.
+//!
+//! Only a trace whose first file (file 0) is still there rebuilds the view from the start; when
+//! rotation deleted it, or the recorder dropped a view change (a gap record), decisions from
+//! there on are counted "not comparable" rather than compared on a partial view.
+//!
+//! Exit status: 0 with a report whenever the trace is readable (a torn tail included: it is read
+//! up to the tear and the report says where), 2 when it or a policy cannot be read.
+
+pub mod trace;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cdplace_host::{Backend, Cluster, Code, Runtime, decision, overlay};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+pub use trace::{Call, Entry, Recorded, Trace, TraceError};
+
+/// The program name in messages.
+pub const PROGRAM: &str = "cdplace replay";
+
+/// The size classes the report counts, by the domain's size in trays.
+pub const SIZE_CLASSES: [(&str, u32, u32); 4] = [("1-4", 1, 4), ("5-8", 5, 8), ("9-15", 9, 15), ("16-18", 16, 18)];
+
+/// `cdplace replay`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct Options {
+    /// A trace file, or the recordPath directory (its newest run's files, in order).
+    #[arg(value_name = "TRACE")]
+    pub trace: PathBuf,
+    /// A policy component to ask again; repeat for several, compared side by side. Default: the
+    /// one beside this executable.
+    #[arg(long = "policy", value_name = "A.wasm")]
+    pub policies: Vec<PathBuf>,
+    /// Also write the report as JSON here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// Why replay could not run (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    #[error("{path}: {message}")]
+    Policy { path: String, message: String },
+    #[error("{path}: writing the JSON report: {error}")]
+    Json { path: String, error: std::io::Error },
+}
+
+impl ReplayError {
+    /// 2 for an unreadable trace or policy, 1 when the report could not be written.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ReplayError::Json { .. } => 1,
+            _ => 2,
+        }
+    }
+}
+
+/// A policy to ask again.
+#[allow(missing_debug_implementations)]
+pub struct Policy {
+    /// How the report names it (its file).
+    pub label: String,
+    /// `sha256:<hex>` of the component.
+    pub digest: String,
+    pub backend: Arc<dyn Backend>,
+}
+
+/// The digest the recorder writes for a component's bytes.
+pub fn digest(wasm: &[u8]) -> String {
+    let sum = Sha256::digest(wasm);
+    let mut s = String::from("sha256:");
+    for b in sum {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// Loads a component file as a [`Policy`].
+pub fn load_policy(path: &Path) -> Result<Policy, ReplayError> {
+    let fail = |message: String| ReplayError::Policy { path: path.display().to_string(), message };
+    let wasm = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
+    let rt = Runtime::new(&wasm).map_err(|e| fail(cdplace_host::error::chain(&e)))?;
+    Ok(Policy { label: path.display().to_string(), digest: digest(&wasm), backend: rt })
+}
+
+/// Runs the command: the text report (the JSON one written to `--json`).
+pub fn run(opts: &Options) -> Result<String, ReplayError> {
+    let trace = trace::read(&opts.trace)?;
+    let paths = if opts.policies.is_empty() {
+        let p = crate::default_guest_path()
+            .or_else(|| Some(PathBuf::from(crate::GUEST_WASM)).filter(|p| p.exists()))
+            .ok_or_else(|| ReplayError::Policy {
+            path: "cdplace_guest.wasm".into(),
+            message:
+                "no policy component beside the cdplace executable (`make build` puts it there); pass --policy PATH"
+                    .into(),
+        })?;
+        vec![p]
+    } else {
+        opts.policies.clone()
+    };
+    let policies = paths.iter().map(|p| load_policy(p)).collect::<Result<Vec<_>, _>>()?;
+    let report = replay(&trace, &policies);
+    if let Some(path) = &opts.json {
+        let json = serde_json::to_vec_pretty(&report).expect("the report serializes");
+        std::fs::write(path, json).map_err(|error| ReplayError::Json { path: path.display().to_string(), error })?;
+    }
+    Ok(report.render())
+}
+
+/// What the trace holds.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TraceInfo {
+    pub files: Vec<String>,
+    pub run: String,
+    pub recorded_policy: String,
+    pub args: serde_json::Value,
+    pub decisions: u64,
+    pub view_changes: u64,
+    /// Records the recorder dropped (from its gap records).
+    pub dropped: u64,
+    /// Where the trace is torn, when it is.
+    pub torn: Option<String>,
+    /// The run's first file was rotated away: the view cannot be rebuilt.
+    pub head_missing: bool,
+}
+
+/// An answer as the report shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Answer {
+    /// The framework code (`Success`, `Unschedulable`, ...; `Error` when the call failed).
+    pub code: String,
+    /// The policy's reason.
+    pub reason: String,
+    /// Where it would go: the cliques offered, or the preemption plan.
+    pub placement: String,
+}
+
+/// Agreement in one size class.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ClassCount {
+    pub compared: u64,
+    pub agreed: u64,
+}
+
+/// A domain (or plain pods, or a pod without a domain) some decision of which differs.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Differing {
+    /// The ComputeDomain UID, or `plain pods` / `plain GPU pods`, or `pod NS/NAME`.
+    pub domain: String,
+    /// The pod of its first differing decision.
+    pub pod: String,
+    pub call: &'static str,
+    pub size: Option<u32>,
+    pub class: String,
+    /// `refused`, `placed elsewhere`, `placed` (it was refused) or `refused for another reason`.
+    pub change: &'static str,
+    /// How many of its decisions differ.
+    pub decisions: u64,
+    pub recorded: Answer,
+    pub replayed: Answer,
+}
+
+/// One policy's results.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyReport {
+    pub policy: String,
+    pub digest: String,
+    pub same_as_recorded: bool,
+    /// The recorded args could not make a cluster with it.
+    pub error: Option<String>,
+    pub decisions: u64,
+    pub compared: u64,
+    pub agreed: u64,
+    /// Decisions after a lost view change or without the trace's head.
+    pub not_comparable: u64,
+    pub classes: BTreeMap<String, ClassCount>,
+    pub differing: Vec<Differing>,
+}
+
+impl PolicyReport {
+    /// Agreement in percent of the compared decisions (100 when none were).
+    pub fn agreement(&self) -> f64 {
+        if self.compared == 0 { 100.0 } else { 100.0 * self.agreed as f64 / self.compared as f64 }
+    }
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub trace: TraceInfo,
+    pub policies: Vec<PolicyReport>,
+}
+
+/// Replays `trace` with each policy.
+pub fn replay(trace: &Trace, policies: &[Policy]) -> Report {
+    let mut info = TraceInfo {
+        files: trace.files.iter().map(|f| f.display().to_string()).collect(),
+        run: trace.header.run.clone(),
+        recorded_policy: trace.header.policy_digest.clone(),
+        args: trace.header.args.clone(),
+        decisions: 0,
+        view_changes: 0,
+        dropped: 0,
+        torn: trace.torn.clone(),
+        head_missing: !trace.has_head(),
+    };
+    for e in &trace.entries {
+        match e {
+            Entry::Decision(_) => info.decisions += 1,
+            Entry::Gap { dropped, .. } => info.dropped = *dropped,
+            _ => info.view_changes += 1,
+        }
+    }
+    let policies = policies.iter().map(|p| replay_one(trace, p)).collect();
+    Report { trace: info, policies }
+}
+
+fn replay_one(trace: &Trace, policy: &Policy) -> PolicyReport {
+    let mut rep = PolicyReport {
+        policy: policy.label.clone(),
+        digest: policy.digest.clone(),
+        same_as_recorded: policy.digest == trace.header.policy_digest,
+        error: None,
+        decisions: 0,
+        compared: 0,
+        agreed: 0,
+        not_comparable: 0,
+        classes: SIZE_CLASSES.iter().map(|c| (c.0.to_string(), ClassCount::default())).collect(),
+        differing: Vec::new(),
+    };
+    let args = trace.header.args.to_string();
+    let cluster = match Cluster::new(policy.backend.clone(), &args) {
+        Ok(c) => c,
+        Err(e) => {
+            rep.error = Some(format!("the recorded args: {}", cdplace_host::error::chain(&e)));
+            return rep;
+        }
+    };
+    let mut position = trace.header.first_position;
+    let mut lost = !trace.has_head();
+    let mut sizes: HashMap<String, u32> = HashMap::new();
+    let mut differing: Vec<Differing> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for e in &trace.entries {
+        match e {
+            Entry::Batch(b) => {
+                // A batch the scheduler's library refused is refused here too (nothing applied).
+                let _ = cluster.apply_facts(b);
+                position += 1;
+            }
+            Entry::Assume { namespace, name, node } => {
+                let _ = cluster.assume(namespace, name, node);
+                position += 1;
+            }
+            Entry::Forget { namespace, name } => {
+                cluster.forget(namespace, name);
+                position += 1;
+            }
+            Entry::Gap { position: p, .. } => {
+                if *p != position {
+                    lost = true;
+                }
+                position = *p;
+            }
+            Entry::Decision(r) => {
+                rep.decisions += 1;
+                if lost || r.position != position {
+                    rep.not_comparable += 1;
+                    continue;
+                }
+                let again = ask(&cluster, r);
+                let (recorded, replayed) = (Parsed::of(r.call, &r.answer), Parsed::of(r.call, &again));
+                let domain = recorded.domain.clone().or_else(|| replayed.domain.clone());
+                let size = domain.as_ref().and_then(|d| size_of(&cluster, &mut sizes, d));
+                let class = class(r.call, size);
+                rep.compared += 1;
+                let agreed = recorded.value == replayed.value;
+                let c = rep.classes.entry(class.clone()).or_default();
+                c.compared += 1;
+                if agreed {
+                    rep.agreed += 1;
+                    c.agreed += 1;
+                    continue;
+                }
+                let key = domain.unwrap_or_else(|| match r.call {
+                    Call::Steer { gpus: true } => "plain GPU pods".into(),
+                    Call::Steer { gpus: false } => "plain pods".into(),
+                    _ => format!("pod {}/{}", r.namespace, r.name),
+                });
+                match index.get(&key) {
+                    Some(&i) => differing[i].decisions += 1,
+                    None => {
+                        index.insert(key.clone(), differing.len());
+                        differing.push(Differing {
+                            domain: key,
+                            pod: if r.name.is_empty() { String::new() } else { format!("{}/{}", r.namespace, r.name) },
+                            call: r.call.name(),
+                            size,
+                            class,
+                            change: change(&recorded.answer, &replayed.answer),
+                            decisions: 1,
+                            recorded: recorded.answer,
+                            replayed: replayed.answer,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    rep.differing = differing;
+    rep
+}
+
+/// Asks the recorded call again at its time.
+fn ask(cluster: &Cluster, r: &Recorded) -> Result<Vec<u8>, String> {
+    let chain = |e: cdplace_host::Error| cdplace_host::error::chain(&e);
+    match r.call {
+        Call::PreFilter => {
+            let ov = overlay::decode(&r.overlay).map_err(chain)?;
+            cluster.pre_filter_packed_at(&r.namespace, &r.name, &ov, r.now_ms).map_err(chain)
+        }
+        Call::Steer { gpus } => cluster.steer_packed_at(gpus, r.now_ms).map_err(chain),
+        Call::Preempt => {
+            cluster.preempt_at(&r.namespace, &r.name, r.now_ms).map(|p| p.to_json().into_bytes()).map_err(chain)
+        }
+    }
+}
+
+/// An answer decoded for comparing and showing.
+struct Parsed {
+    /// What is compared: the decoded decision or preemption (an error compares by being one).
+    value: Option<String>,
+    domain: Option<String>,
+    answer: Answer,
+}
+
+impl Parsed {
+    fn of(call: Call, a: &Result<Vec<u8>, String>) -> Parsed {
+        let bytes = match a {
+            Ok(b) => b,
+            Err(e) => {
+                return Parsed {
+                    value: None,
+                    domain: None,
+                    answer: Answer { code: "Error".into(), reason: e.clone(), placement: String::new() },
+                };
+            }
+        };
+        match call {
+            Call::PreFilter | Call::Steer { .. } => match decision::unpack(bytes) {
+                Ok(d) => {
+                    let offered: Vec<&str> = d
+                        .cliques
+                        .iter()
+                        .filter(|(_, (s, _))| s.code == Code::Success)
+                        .map(|(c, _)| c.as_str())
+                        .collect();
+                    let placement = match (&d.node_set, d.status.code) {
+                        (_, c) if c != Code::Success => String::new(),
+                        (Some(set), _) if d.exclusive => {
+                            format!("its clique {} ({} nodes)", offered.join(","), set.len())
+                        }
+                        (Some(set), _) => format!("cliques {} ({} nodes)", offered.join(","), set.len()),
+                        (None, _) if offered.is_empty() => "any node".into(),
+                        (None, _) => format!("any node; cliques {} preferred", offered.join(",")),
+                    };
+                    Parsed {
+                        value: Some(format!("{d:?}")),
+                        domain: d.domain.clone(),
+                        answer: Answer {
+                            code: d.status.code.as_str().into(),
+                            reason: d.status.reason.clone(),
+                            placement,
+                        },
+                    }
+                }
+                Err(e) => Parsed {
+                    value: Some(format!("undecodable {bytes:?}")),
+                    domain: None,
+                    answer: Answer { code: "Error".into(), reason: e, placement: String::new() },
+                },
+            },
+            Call::Preempt => {
+                let v: serde_json::Value = serde_json::from_slice(bytes).unwrap_or(serde_json::Value::Null);
+                let plan = &v["plan"];
+                let placement = if plan.is_null() {
+                    String::new()
+                } else {
+                    format!("evict {} pods for clique {}", plan["pods"].as_array().map_or(0, Vec::len), plan["clique"])
+                };
+                Parsed {
+                    value: Some(v.to_string()),
+                    domain: v["domain"].as_str().map(String::from),
+                    answer: Answer {
+                        code: if plan.is_null() { "Unschedulable".into() } else { "Success".into() },
+                        reason: v["reason"].as_str().unwrap_or_default().into(),
+                        placement,
+                    },
+                }
+            }
+        }
+    }
+}
+
+fn change(recorded: &Answer, replayed: &Answer) -> &'static str {
+    match (recorded.code == "Success", replayed.code == "Success") {
+        (true, false) => "refused",
+        (false, true) => "placed",
+        (true, true) => "placed elsewhere",
+        (false, false) => "refused for another reason",
+    }
+}
+
+/// A domain's size in trays, from the policy's fleet status (asked once per domain not yet seen).
+fn size_of(cluster: &Cluster, sizes: &mut HashMap<String, u32>, uid: &str) -> Option<u32> {
+    if let Some(s) = sizes.get(uid) {
+        return Some(*s);
+    }
+    if let Ok(f) = cluster.status() {
+        for d in f.domains {
+            if d.size > 0 {
+                sizes.insert(d.uid, d.size);
+            }
+        }
+    }
+    sizes.get(uid).copied()
+}
+
+fn class(call: Call, size: Option<u32>) -> String {
+    if let Call::Steer { .. } = call {
+        return "plain pods".into();
+    }
+    size.and_then(|s| SIZE_CLASSES.iter().find(|c| (c.1..=c.2).contains(&s)))
+        .map_or_else(|| "size unknown".into(), |c| c.0.to_string())
+}
+
+impl Report {
+    /// The text report: the policies side by side, then each one's differing domains.
+    pub fn render(&self) -> String {
+        let t = &self.trace;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "trace: {} file(s) of run {} ({}), recorded with policy {}",
+            t.files.len(),
+            t.run,
+            t.files.first().map_or("", String::as_str),
+            t.recorded_policy
+        );
+        let _ = writeln!(out, "       {} view changes, {} decisions", t.view_changes, t.decisions);
+        if let Some(torn) = &t.torn {
+            let _ = writeln!(out, "warning: {torn}; read up to the tear");
+        }
+        if t.head_missing {
+            let _ = writeln!(
+                out,
+                "warning: the run's first file was rotated away (raise recordMaxFiles/recordMaxBytes): the view cannot be rebuilt, no decision is compared"
+            );
+        }
+        if t.dropped > 0 {
+            let _ = writeln!(
+                out,
+                "warning: the recorder dropped {} records; decisions after a lost view change are not compared",
+                t.dropped
+            );
+        }
+        let mut rows: Vec<(String, Vec<String>)> = Vec::new();
+        let col = |f: &dyn Fn(&PolicyReport) -> String| self.policies.iter().map(f).collect::<Vec<_>>();
+        rows.push(("policy".into(), col(&|p| short(&p.policy))));
+        rows.push((
+            "digest".into(),
+            col(&|p| {
+                format!(
+                    "{}{}",
+                    &p.digest[..p.digest.len().min(19)],
+                    if p.same_as_recorded { " (recorded)" } else { "" }
+                )
+            }),
+        ));
+        rows.push(("decisions".into(), col(&|p| p.decisions.to_string())));
+        rows.push(("compared".into(), col(&|p| p.compared.to_string())));
+        rows.push(("agreed".into(), col(&|p| format!("{} ({:.1}%)", p.agreed, p.agreement()))));
+        let mut classes: Vec<String> = SIZE_CLASSES.iter().map(|c| c.0.to_string()).collect();
+        for p in &self.policies {
+            for k in p.classes.keys() {
+                if !classes.contains(k) {
+                    classes.push(k.clone());
+                }
+            }
+        }
+        for k in &classes {
+            let label = if SIZE_CLASSES.iter().any(|c| c.0 == k) { format!("  {k} trays") } else { format!("  {k}") };
+            rows.push((
+                label,
+                col(&|p| {
+                    p.classes.get(k).map_or("-".into(), |c| {
+                        if c.compared == 0 { "-".into() } else { format!("{}/{}", c.agreed, c.compared) }
+                    })
+                }),
+            ));
+        }
+        rows.push(("not comparable".into(), col(&|p| p.not_comparable.to_string())));
+        rows.push(("differing domains".into(), col(&|p| p.differing.len().to_string())));
+        let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+        let widths: Vec<usize> =
+            (0..self.policies.len()).map(|i| rows.iter().map(|r| r.1[i].len()).max().unwrap_or(0)).collect();
+        out.push('\n');
+        for (label, cells) in &rows {
+            let _ = write!(out, "{label:<w0$}");
+            for (c, w) in cells.iter().zip(&widths) {
+                let _ = write!(out, "  {c:<w$}");
+            }
+            out.truncate(out.trim_end().len());
+            out.push('\n');
+        }
+        for p in &self.policies {
+            if let Some(e) = &p.error {
+                let _ = writeln!(out, "\n{}: {e}", short(&p.policy));
+            }
+            if p.differing.is_empty() {
+                continue;
+            }
+            let _ = writeln!(out, "\n{}: {} domain(s) decided differently:", short(&p.policy), p.differing.len());
+            for d in &p.differing {
+                let size = d.size.map_or("size unknown".into(), |s| format!("{s} trays"));
+                let first = if d.pod.is_empty() { String::new() } else { format!(", first for {}", d.pod) };
+                let _ = writeln!(
+                    out,
+                    "  {} ({size}): {}; {} {} decision(s) differ{first}",
+                    d.domain, d.change, d.decisions, d.call,
+                );
+                let _ = writeln!(out, "    recorded: {}", show(&d.recorded));
+                let _ = writeln!(out, "    replayed: {}", show(&d.replayed));
+            }
+        }
+        out
+    }
+}
+
+fn short(path: &str) -> String {
+    Path::new(path).file_name().map_or_else(|| path.to_string(), |f| f.to_string_lossy().into_owned())
+}
+
+fn show(a: &Answer) -> String {
+    let mut s = a.code.clone();
+    if !a.reason.is_empty() {
+        let _ = write!(s, ": {}", a.reason);
+    }
+    if !a.placement.is_empty() {
+        let _ = write!(s, " [{}]", a.placement);
+    }
+    s
+}
