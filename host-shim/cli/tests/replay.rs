@@ -59,9 +59,21 @@ impl Writer {
         self.position += 1;
     }
 
-    /// Asks PreFilter at `now` and records the answer (or `answer` instead, when given).
+    /// Records a policy swap to the component of `digest`.
+    fn policy(&mut self, generation: u64, digest: &str) {
+        let mut p = vec![6u8];
+        p.extend_from_slice(&generation.to_le_bytes());
+        put(&mut p, digest.as_bytes());
+        self.record(&p);
+    }
+
+    /// Asks PreFilter at `now` and records the answer (or records `answer` instead, without
+    /// asking, when given).
     fn pre_filter(&mut self, c: &Cluster, ns: &str, name: &str, now: i64, answer: Option<Vec<u8>>) -> Vec<u8> {
-        let real = c.pre_filter_packed_at(ns, name, &[], now).unwrap();
+        let real = match &answer {
+            Some(_) => Vec::new(),
+            None => c.pre_filter_packed_at(ns, name, &[], now).unwrap().0,
+        };
         let mut p = vec![4u8, 1];
         p.extend_from_slice(&self.position.to_le_bytes());
         p.extend_from_slice(&now.to_le_bytes());
@@ -159,7 +171,7 @@ fn a_recorded_answer_decodes_to_the_decision() {
     for o in &objects {
         c.apply(o).unwrap();
     }
-    let packed = c.pre_filter_packed_at("ns", "p0", &[], 1).unwrap();
+    let (packed, _) = c.pre_filter_packed_at("ns", "p0", &[], 1).unwrap();
     assert_eq!(decision::unpack(&packed).unwrap(), c.pre_filter("ns", "p0", &[]).unwrap());
     let e = decision::unpack(&packed[..packed.len() - 1]).unwrap_err();
     assert!(e.starts_with("packed decision: byte"), "{e}");
@@ -221,6 +233,29 @@ fn without_the_first_file_nothing_is_compared() {
     assert_eq!((r.policies[0].compared, r.policies[0].not_comparable), (0, 1));
 }
 
+/// A run that swapped its policy: the swap is listed, and the decisions made after it by another
+/// component than the one replayed are counted (still compared).
+#[test]
+fn a_policy_swap_in_the_trace_is_reported() {
+    let dir = tmp("swap");
+    let c = cluster(cdplace_testkit::native::backend());
+    let mut w = Writer::new(0, 0);
+    w.batch(&c, &rack("a", 1, 4));
+    let mut cd = sized("ns", "cd", "uid-1", 2);
+    cd.push(cd_pod("ns", "cd", "p0"));
+    cd.push(cd_pod("ns", "cd", "p1"));
+    w.batch(&c, &cd);
+    w.pre_filter(&c, "ns", "p0", 1, None);
+    w.policy(2, "sha256:other");
+    w.pre_filter(&c, "ns", "p1", 2, None);
+    std::fs::write(dir.join("cdplace-test-run-000000.cdtr"), &w.bytes).unwrap();
+    let r = replay::replay(&trace::read(&dir).unwrap(), &[native()]);
+    assert_eq!(r.trace.swaps, vec!["2 sha256:other".to_string()]);
+    let p = &r.policies[0];
+    assert_eq!((p.compared, p.agreed, p.recorded_by_other), (2, 2, 1), "{}", r.render());
+    assert!(r.render().contains("swapped its policy 1 time(s)"), "{}", r.render());
+}
+
 #[test]
 fn unreadable_traces_are_errors() {
     let dir = tmp("bad");
@@ -246,6 +281,7 @@ fn the_reader_matches_the_writer() {
         "RecordForget   byte = 3",
         "RecordDecision byte = 4",
         "RecordGap      byte = 5",
+        "RecordPolicy   byte = 6",
         "CallPreFilter CallKind = 1",
         "CallSteer     CallKind = 2",
         "CallPreempt   CallKind = 3",

@@ -9,6 +9,10 @@
 //! compared decoded (a `CDP4` decision with [`cdplace_host::decision::unpack`], a preemption as
 //! JSON), so the order strings were interned in does not matter.
 //!
+//! A trace that swapped policies (the `policy` source) names each one swapped in (a policy
+//! record); the report counts the decisions each replayed policy is compared on that another
+//! component made.
+//!
 //! Only a trace whose first file (file 0) is still there rebuilds the view from the start; when
 //! rotation deleted it, or the recorder dropped a view change (a gap record), decisions from
 //! there on are counted "not comparable" rather than compared on a partial view.
@@ -42,7 +46,7 @@ pub struct Options {
     #[arg(value_name = "TRACE")]
     pub trace: PathBuf,
     /// A policy component to ask again; repeat for several, compared side by side. Default: the
-    /// one beside this executable.
+    /// one built into this executable.
     #[arg(long = "policy", value_name = "A.wasm")]
     pub policies: Vec<PathBuf>,
     /// Also write the report as JSON here.
@@ -95,27 +99,24 @@ pub fn digest(wasm: &[u8]) -> String {
 pub fn load_policy(path: &Path) -> Result<Policy, ReplayError> {
     let fail = |message: String| ReplayError::Policy { path: path.display().to_string(), message };
     let wasm = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
-    let rt = Runtime::new(&wasm).map_err(|e| fail(cdplace_host::error::chain(&e)))?;
-    Ok(Policy { label: path.display().to_string(), digest: digest(&wasm), backend: rt })
+    policy_of(&path.display().to_string(), &wasm)
+}
+
+/// A [`Policy`] from a component's bytes, named `label`.
+pub fn policy_of(label: &str, wasm: &[u8]) -> Result<Policy, ReplayError> {
+    let rt = Runtime::new(wasm)
+        .map_err(|e| ReplayError::Policy { path: label.to_string(), message: cdplace_host::error::chain(&e) })?;
+    Ok(Policy { label: label.to_string(), digest: digest(wasm), backend: rt })
 }
 
 /// Runs the command: the text report (the JSON one written to `--json`).
 pub fn run(opts: &Options) -> Result<String, ReplayError> {
     let trace = trace::read(&opts.trace)?;
-    let paths = if opts.policies.is_empty() {
-        let p = crate::default_guest_path()
-            .or_else(|| Some(PathBuf::from(crate::GUEST_WASM)).filter(|p| p.exists()))
-            .ok_or_else(|| ReplayError::Policy {
-            path: "cdplace_guest.wasm".into(),
-            message:
-                "no policy component beside the cdplace executable (`make build` puts it there); pass --policy PATH"
-                    .into(),
-        })?;
-        vec![p]
+    let policies = if opts.policies.is_empty() {
+        vec![policy_of("embedded", crate::EMBEDDED_GUEST)?]
     } else {
-        opts.policies.clone()
+        opts.policies.iter().map(|p| load_policy(p)).collect::<Result<Vec<_>, _>>()?
     };
-    let policies = paths.iter().map(|p| load_policy(p)).collect::<Result<Vec<_>, _>>()?;
     let report = replay(&trace, &policies);
     if let Some(path) = &opts.json {
         let json = serde_json::to_vec_pretty(&report).expect("the report serializes");
@@ -140,6 +141,8 @@ pub struct TraceInfo {
     pub torn: Option<String>,
     /// The run's first file was rotated away: the view cannot be rebuilt.
     pub head_missing: bool,
+    /// The components swapped in during the run, in order (`generation digest`).
+    pub swaps: Vec<String>,
 }
 
 /// An answer as the report shows it.
@@ -193,6 +196,9 @@ pub struct PolicyReport {
     pub agreed: u64,
     /// Decisions after a lost view change or without the trace's head.
     pub not_comparable: u64,
+    /// Compared decisions the recorded run made with another component than this one (after a
+    /// swap, or all of them for another policy).
+    pub recorded_by_other: u64,
     pub classes: BTreeMap<String, ClassCount>,
     pub differing: Vec<Differing>,
 }
@@ -223,11 +229,13 @@ pub fn replay(trace: &Trace, policies: &[Policy]) -> Report {
         dropped: 0,
         torn: trace.torn.clone(),
         head_missing: !trace.has_head(),
+        swaps: Vec::new(),
     };
     for e in &trace.entries {
         match e {
             Entry::Decision(_) => info.decisions += 1,
             Entry::Gap { dropped, .. } => info.dropped = *dropped,
+            Entry::Policy { generation, digest } => info.swaps.push(format!("{generation} {digest}")),
             _ => info.view_changes += 1,
         }
     }
@@ -245,6 +253,7 @@ fn replay_one(trace: &Trace, policy: &Policy) -> PolicyReport {
         compared: 0,
         agreed: 0,
         not_comparable: 0,
+        recorded_by_other: 0,
         classes: SIZE_CLASSES.iter().map(|c| (c.0.to_string(), ClassCount::default())).collect(),
         differing: Vec::new(),
     };
@@ -257,6 +266,7 @@ fn replay_one(trace: &Trace, policy: &Policy) -> PolicyReport {
         }
     };
     let mut position = trace.header.first_position;
+    let mut deciding = trace.header.policy_digest.clone();
     let mut lost = !trace.has_head();
     let mut sizes: HashMap<String, u32> = HashMap::new();
     let mut differing: Vec<Differing> = Vec::new();
@@ -282,11 +292,15 @@ fn replay_one(trace: &Trace, policy: &Policy) -> PolicyReport {
                 }
                 position = *p;
             }
+            Entry::Policy { digest, .. } => deciding = digest.clone(),
             Entry::Decision(r) => {
                 rep.decisions += 1;
                 if lost || r.position != position {
                     rep.not_comparable += 1;
                     continue;
+                }
+                if deciding != policy.digest {
+                    rep.recorded_by_other += 1;
                 }
                 let again = ask(&cluster, r);
                 let (recorded, replayed) = (Parsed::of(r.call, &r.answer), Parsed::of(r.call, &again));
@@ -337,9 +351,9 @@ fn ask(cluster: &Cluster, r: &Recorded) -> Result<Vec<u8>, String> {
     match r.call {
         Call::PreFilter => {
             let ov = overlay::decode(&r.overlay).map_err(chain)?;
-            cluster.pre_filter_packed_at(&r.namespace, &r.name, &ov, r.now_ms).map_err(chain)
+            cluster.pre_filter_packed_at(&r.namespace, &r.name, &ov, r.now_ms).map(|(b, _)| b).map_err(chain)
         }
-        Call::Steer { gpus } => cluster.steer_packed_at(gpus, r.now_ms).map_err(chain),
+        Call::Steer { gpus } => cluster.steer_packed_at(gpus, r.now_ms).map(|(b, _)| b).map_err(chain),
         Call::Preempt => {
             cluster.preempt_at(&r.namespace, &r.name, r.now_ms).map(|p| p.to_json().into_bytes()).map_err(chain)
         }
@@ -369,20 +383,24 @@ impl Parsed {
         match call {
             Call::PreFilter | Call::Steer { .. } => match decision::unpack(bytes) {
                 Ok(d) => {
-                    let offered: Vec<&str> = d
+                    // The cliques offered, best score first, with their scores: two answers
+                    // offering the same cliques may still prefer different ones.
+                    let mut ranked: Vec<(&str, u32)> = d
                         .cliques
                         .iter()
                         .filter(|(_, (s, _))| s.code == Code::Success)
-                        .map(|(c, _)| c.as_str())
+                        .map(|(c, (_, score))| (c.as_str(), *score))
                         .collect();
+                    ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+                    let offered: Vec<String> = ranked.iter().map(|(c, s)| format!("{c} ({s})")).collect();
                     let placement = match (&d.node_set, d.status.code) {
                         (_, c) if c != Code::Success => String::new(),
                         (Some(set), _) if d.exclusive => {
-                            format!("its clique {} ({} nodes)", offered.join(","), set.len())
+                            format!("its clique {} ({} nodes)", offered.join(", "), set.len())
                         }
-                        (Some(set), _) => format!("cliques {} ({} nodes)", offered.join(","), set.len()),
+                        (Some(set), _) => format!("cliques {} ({} nodes)", offered.join(", "), set.len()),
                         (None, _) if offered.is_empty() => "any node".into(),
-                        (None, _) => format!("any node; cliques {} preferred", offered.join(",")),
+                        (None, _) => format!("any node; cliques {} preferred", offered.join(", ")),
                     };
                     Parsed {
                         value: Some(format!("{d:?}")),
@@ -477,6 +495,14 @@ impl Report {
                 "warning: the run's first file was rotated away (raise recordMaxFiles/recordMaxBytes): the view cannot be rebuilt, no decision is compared"
             );
         }
+        if !t.swaps.is_empty() {
+            let _ = writeln!(
+                out,
+                "note: the run swapped its policy {} time(s) (generation digest: {}); each decision is compared with what the replayed policy answers, whichever component made it",
+                t.swaps.len(),
+                t.swaps.join(", ")
+            );
+        }
         if t.dropped > 0 {
             let _ = writeln!(
                 out,
@@ -520,6 +546,9 @@ impl Report {
             ));
         }
         rows.push(("not comparable".into(), col(&|p| p.not_comparable.to_string())));
+        if !t.swaps.is_empty() {
+            rows.push(("made by another component".into(), col(&|p| p.recorded_by_other.to_string())));
+        }
         rows.push(("differing domains".into(), col(&|p| p.differing.len().to_string())));
         let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
         let widths: Vec<usize> =

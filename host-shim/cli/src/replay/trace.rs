@@ -99,6 +99,11 @@ pub enum Entry {
         dropped: u64,
         position: u64,
     },
+    /// A policy swap: the component of `digest` decides from here on, as `generation`.
+    Policy {
+        generation: u64,
+        digest: String,
+    },
 }
 
 /// A whole trace, read up to its end or its tear.
@@ -276,6 +281,7 @@ fn payload(p: &[u8]) -> Result<Entry, String> {
             Entry::Decision(Recorded { call, position, now_ms, namespace, name, overlay, answer })
         }
         5 => Entry::Gap { dropped: c.u64("dropped")?, position: c.u64("position")? },
+        6 => Entry::Policy { generation: c.u64("generation")?, digest: c.str("digest")? },
         t => return Err(format!("record type {t}")),
     };
     if !c.0.is_empty() {

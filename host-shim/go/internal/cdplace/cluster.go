@@ -54,6 +54,17 @@ type Cluster struct {
 // cluster is used concurrently.
 func (c *Cluster) SetRecorder(rec Recorder) { c.rec = rec }
 
+// RecordPolicy tells the recorder, if any, that a swap made the component of digest the deciding
+// policy as generation (the swapper calls it after Swap returns).
+func (c *Cluster) RecordPolicy(generation uint64, digest string) {
+	if c.rec == nil {
+		return
+	}
+	c.recMu.Lock()
+	defer c.recMu.Unlock()
+	c.rec.Policy(generation, digest)
+}
+
 // viewChange runs a view-changing call, recorded in order when a recorder is set.
 func (c *Cluster) viewChange(call func() error, record func(Recorder)) error {
 	if c.rec == nil {

@@ -27,6 +27,9 @@ package cdplace
 //	              steer, the preemption JSON for preempt; the error message when not ok)
 //	  5 gap:      u64 records dropped so far, u64 position: the writer fell behind and dropped
 //	              records before this one (cdplace_record_dropped_total)
+//	  6 policy:   u64 generation, str digest ("sha256:<hex>"): a swap (the `policy` source) put
+//	              this component in; the decisions after it are its. Written when the swap
+//	              returns: a decision in flight during the swap may be the old policy's.
 //	str, bytes = u32 length, that many bytes
 //
 // A reader stops at the first record whose length runs past the end or whose CRC fails: a
@@ -67,6 +70,7 @@ const (
 	RecordForget   byte = 3
 	RecordDecision byte = 4
 	RecordGap      byte = 5
+	RecordPolicy   byte = 6
 )
 
 // CallKind is the policy call a decision record holds.
@@ -86,7 +90,8 @@ type TraceHeader struct {
 	// Facts and Decisions are the packed formats' magics (versions) the records hold.
 	Facts     string `json:"facts"`
 	Decisions string `json:"decisions"`
-	// PolicyDigest is "sha256:<hex>" of the policy component that decided.
+	// PolicyDigest is "sha256:<hex>" of the policy component that decided first (policy records
+	// name the ones swapped in later).
 	PolicyDigest string `json:"policyDigest"`
 	// Args are the plugin args the cluster was made with (the raw JSON object).
 	Args json.RawMessage `json:"args"`
@@ -111,6 +116,8 @@ type Recorder interface {
 	Forget(namespace, name string)
 	// Decision: a policy call and its answer (answer and overlay only borrowed; err non-nil when it failed).
 	Decision(call CallKind, nowMs int64, namespace, name string, overlay, answer []byte, err error)
+	// Policy: a swap made the component of this digest the deciding one, as generation.
+	Policy(generation uint64, digest string)
 }
 
 // TraceOptions configure a TraceRecorder.
@@ -250,6 +257,15 @@ func (r *TraceRecorder) Decision(call CallKind, nowMs int64, namespace, name str
 	p = appendBytes(p, overlay)
 	p = append(p, ok)
 	p = appendBytes(p, answer)
+	r.send(p)
+}
+
+// Policy implements Recorder.
+func (r *TraceRecorder) Policy(generation uint64, digest string) {
+	p := make([]byte, 0, 1+8+4+len(digest))
+	p = append(p, RecordPolicy)
+	p = binary.LittleEndian.AppendUint64(p, generation)
+	p = appendStr(p, digest)
 	r.send(p)
 }
 

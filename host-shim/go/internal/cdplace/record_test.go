@@ -88,6 +88,7 @@ func TestRecorderRoundTrip(t *testing.T) {
 	if err := c.Forget("ns", "p1"); err != nil {
 		t.Fatal(err)
 	}
+	c.RecordPolicy(2, "sha256:11")
 	if _, err := c.Steer(true); err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestRecorderRoundTrip(t *testing.T) {
 	for _, r := range recs {
 		types = append(types, r.typ)
 	}
-	if want := []byte{RecordBatch, RecordDecision, RecordAssume, RecordDecision, RecordForget, RecordDecision}; !bytes.Equal(types, want) {
+	if want := []byte{RecordBatch, RecordDecision, RecordAssume, RecordDecision, RecordForget, RecordPolicy, RecordDecision}; !bytes.Equal(types, want) {
 		t.Fatalf("record types %v, want %v", types, want)
 	}
 	if !bytes.Equal(recs[0].payload, batch) {
@@ -125,7 +126,10 @@ func TestRecorderRoundTrip(t *testing.T) {
 	if err != nil || again.Domain != d1.Domain || again.Status != d1.Status || len(again.NodeSet) != len(d1.NodeSet) {
 		t.Fatalf("recorded answer %+v %v, made %+v", again, err, d1)
 	}
-	if binary.LittleEndian.Uint64(recs[3].payload[1:]) != 2 || binary.LittleEndian.Uint64(recs[5].payload[1:]) != 3 {
+	if p := recs[5].payload; binary.LittleEndian.Uint64(p) != 2 || string(p[8+4:]) != "sha256:11" {
+		t.Fatalf("policy record %q: generation 2, digest sha256:11", p)
+	}
+	if binary.LittleEndian.Uint64(recs[3].payload[1:]) != 2 || binary.LittleEndian.Uint64(recs[6].payload[1:]) != 3 {
 		t.Fatal("positions after the assumption and the forget")
 	}
 	if !bytes.Contains(recs[3].payload, []byte("nobody")) || !bytes.Contains(recs[3].payload, []byte("not in the cluster view")) {

@@ -404,6 +404,10 @@ func (s *swapper) apply(c policyCandidate) {
 	}
 	s.info.WithLabelValues(digest, s.source.Source, strconv.FormatUint(report.Generation, 10)).Set(1)
 	s.swaps.WithLabelValues("applied", "passed").Inc()
+	if s.role == "policy" {
+		// A recorded trace names the policy each later decision is made by.
+		s.cluster.RecordPolicy(report.Generation, digest)
+	}
 	if s.swapped != nil {
 		s.swapped()
 	}
