@@ -139,6 +139,14 @@ pub struct Args {
     /// whose first file is still there.
     #[serde(default = "default_record_max_files")]
     pub record_max_files: u32,
+    /// `policyArgs`: arguments of a policy component loaded through `policy` (a file or a
+    /// ConfigMap), any JSON object (e.g. `guest/examples/team-racks` reads `{"teams": ...}`
+    /// there). The shipped policy only checks that it is an object; the loaded policy validates
+    /// what it takes from it. The host validates the args with the shipped policy first and
+    /// configures every swapped-in component with the same args, so a loaded policy's own fields
+    /// go here rather than beside the shipped ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_args: Option<serde_json::Value>,
 }
 
 /// A host field the policy accepts whatever its value and ignores.
@@ -366,6 +374,11 @@ impl Args {
                 &format!("must be between 1 and {MAX_RECORD_FILES}"),
             ));
         }
+        if let Some(v) = &self.policy_args
+            && !v.is_object()
+        {
+            return Err(bad("policyArgs", &v.to_string(), "must be an object"));
+        }
         if self.reserve_trays_per_clique >= self.max_trays_per_clique {
             return Err(bad(
                 "reserveTraysPerClique",
@@ -473,6 +486,15 @@ mod tests {
     }
 
     #[test]
+    fn policy_args_are_any_object_the_shipped_policy_ignores() {
+        let a = Args::parse(r#"{"policyArgs":{"teams":{"ns-a":["c.1"]},"anything":[1,2]}}"#).unwrap();
+        assert_eq!(a.policy_args.as_ref().unwrap()["teams"]["ns-a"][0], "c.1");
+        assert_eq!(Args { policy_args: None, ..a }, Args::default());
+        let e = Args::parse(r#"{"policyArgs":[1]}"#).unwrap_err();
+        assert_eq!(e.to_string(), "invalid plugin args: policyArgs: Invalid value: \"[1]\": must be an object");
+    }
+
+    #[test]
     fn unknown_field_is_named() {
         let e = Args::parse(r#"{"wholeTrays":"Off"}"#).unwrap_err();
         assert!(e.to_string().starts_with("invalid plugin args: unknown field `wholeTrays`, expected one of"), "{e}");
@@ -554,7 +576,7 @@ mod tests {
             .as_object()
             .expect("definitions.computeDomainPlacementArgs.properties in values.schema.json");
         // guestPath, policy and shadowPolicy are the host's (never serialized by the policy);
-        // recordPath is serialized only when set.
+        // recordPath and policyArgs are serialized only when set.
         let mut fields: alloc::vec::Vec<String> = alloc::vec![
             "apiVersion".into(),
             "kind".into(),
@@ -562,6 +584,7 @@ mod tests {
             "policy".into(),
             "shadowPolicy".into(),
             "recordPath".into(),
+            "policyArgs".into(),
         ];
         let defaults: serde_json::Value = serde_json::from_str(&Args::default().canonical_json()).unwrap();
         fields.extend(defaults.as_object().unwrap().keys().cloned());

@@ -31,7 +31,8 @@
 //! `nodes` (per-node summaries, per-clique aggregates), `member` (ComputeDomain membership),
 //! [`size`] (a domain's size and its source), `decide` (PreFilter), [`preempt`] (PostFilter),
 //! `reserve` (head-of-queue reservations), `steer` (plain pods), [`status`] (the fleet for
-//! metrics and Events), [`verdict`] (output), [`error`].
+//! metrics and Events), [`verdict`] (output), [`error`], `lookup` (read-only lookups by key for
+//! policies that wrap this one).
 #![no_std]
 
 extern crate alloc;
@@ -40,6 +41,7 @@ pub mod args;
 mod decide;
 pub mod error;
 pub mod facts;
+mod lookup;
 mod member;
 mod nodes;
 mod pernode;
