@@ -4,7 +4,8 @@
 //! a bare JSON string or as `{"fault": "loop", "guestCallTimeout": "50ms", "guestMemoryLimitMiB":
 //! 16}` (the host fields, returned in the settings, so a test can run the host's limits from the
 //! arguments as in production); the fault fires in `pre-filter` for pods whose key starts with
-//! `fault/` (and in `status` while the view has such a pod). Pods in a namespace starting
+//! `fault/` (and in `status` while the view has such a pod), or for every pod with
+//! `"faultScope": "all"` (so `cdplace policy check` shows each fault on its own fixtures). Pods in a namespace starting
 //! `fault-trap`, `fault-loop` or `fault-oom` get that fault whatever `configure` took, so a
 //! scheduler running the component with real plugin arguments (`guestPath`) shows every fault
 //! (e2e/drills_test.go). Every other pod is skipped, so a test can show that the host discards
@@ -16,7 +17,7 @@
 #![cfg_attr(target_arch = "wasm32", no_std)]
 
 #[cfg(target_arch = "wasm32")]
-#[path = "../../component/src/rt.rs"]
+#[path = "../../sdk/src/rt.rs"]
 mod rt;
 
 #[cfg(target_arch = "wasm32")]
@@ -26,7 +27,7 @@ mod faulty {
     use alloc::string::String;
     use alloc::vec::Vec;
     use core::cell::RefCell;
-    use core::sync::atomic::{AtomicU8, Ordering};
+    use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
     mod bindings {
         wit_bindgen::generate!({ path: "../../wit", world: "policy", generate_all });
@@ -38,6 +39,8 @@ mod faulty {
     use bindings::{OverlayOp, Settings};
 
     static FAULT: AtomicU8 = AtomicU8::new(0);
+    /// The configured fault fires for every pod, not only those in namespace `fault`.
+    static EVERY_POD: AtomicBool = AtomicBool::new(false);
 
     struct Strings(RefCell<Vec<String>>);
     // SAFETY: a wasm32 component instance has exactly one thread.
@@ -74,6 +77,7 @@ mod faulty {
                 _ => 0,
             };
             FAULT.store(fault, Ordering::Relaxed);
+            EVERY_POD.store(string_field(args, "faultScope") == Some("all"), Ordering::Relaxed);
             let call_timeout_ms = string_field(args, "guestCallTimeout")
                 .and_then(|t| t.strip_suffix("ms"))
                 .and_then(|t| t.parse().ok())
@@ -127,7 +131,11 @@ mod faulty {
             if key.split_once('/').is_some_and(|(_, name)| name.starts_with("trap")) {
                 panic!("injected trap on a trap pod");
             }
-            let fault = if key.starts_with("fault/") { FAULT.load(Ordering::Relaxed) } else { fault_of_namespace(key) };
+            let fault = if key.starts_with("fault/") || EVERY_POD.load(Ordering::Relaxed) {
+                FAULT.load(Ordering::Relaxed)
+            } else {
+                fault_of_namespace(key)
+            };
             drop(strings);
             fire(fault);
             skipped()

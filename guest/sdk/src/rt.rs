@@ -1,7 +1,7 @@
 //! The bits of a runtime a `no_std` component needs: an allocator, a panic handler that traps,
 //! the canonical ABI's `cabi_realloc`, and `memcmp`/`bcmp` (no libc on a `no_std`
 //! wasm32-wasip2 build; an unresolved import would give the component an `env` dependency).
-//! Shared with the test-only faulty guest.
+//! Shared with the test-only faulty guest (by path).
 
 extern crate alloc;
 

@@ -9,7 +9,7 @@
 #![cfg_attr(target_arch = "wasm32", no_std)]
 
 #[cfg(target_arch = "wasm32")]
-#[path = "../../../component/src/rt.rs"]
+#[path = "../../../sdk/src/rt.rs"]
 mod rt;
 
 #[cfg(target_arch = "wasm32")]
