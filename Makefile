@@ -58,7 +58,7 @@ scheduler: build
 ## test: everything CI checks
 test: lint test-rust test-c test-go fuzz-smoke test-e2e bench-smoke bench-e2e-smoke bench-upstream-smoke test-image-tool
 
-test-rust: build
+test-rust: build examples
 	$(CARGO) test --workspace --release
 
 ## test-c: the C ABI driven from C through include/cdplace.h
@@ -127,13 +127,42 @@ bench-swap: build
 bench-shadow: build
 	$(CARGO) test --release -p cdplace-host --test shadow -- --ignored --nocapture shadow_at_5004_trays
 
+## examples: the example policies of guest/examples as components beside the guest:
+## team-racks (Rust on cdplace-policy-sdk; its tests in test-rust run it natively and as this
+## component). example-python: first-fit-py, the contract from Python through componentize-py
+## (pinned, installed into target/py on first use; WASI imports replaced by trapping stubs, so
+## the component imports nothing like every policy; about a minute)
+TEAM_RACKS := $(GUEST_DIR)/cdplace_example_team_racks.wasm
+FIRST_FIT_PY := $(GUEST_DIR)/first_fit_py.wasm
+COMPONENTIZE_PY_VERSION := 0.25.1
+PY_VENV := target/py
+.PHONY: examples example-python policy-check
+examples: toolchain
+	$(CARGO) build -p cdplace-example-team-racks --target wasm32-wasip2 --profile guest
+
+example-python: $(FIRST_FIT_PY)
+
+$(FIRST_FIT_PY): guest/examples/first-fit-py/app.py wit/cdplace.wit
+	@$(PY_VENV)/bin/componentize-py --version 2>/dev/null | grep -qx 'componentize-py $(COMPONENTIZE_PY_VERSION)' || \
+		{ python3 -m venv $(PY_VENV) && $(PY_VENV)/bin/pip install -q 'componentize-py==$(COMPONENTIZE_PY_VERSION)'; }
+	mkdir -p $(GUEST_DIR)
+	$(PY_VENV)/bin/componentize-py -d wit -w policy componentize --stub-wasi -p guest/examples/first-fit-py app -o $@
+
+## policy-check: `cdplace policy check` (the conformance suite) on the shipped guest and on every
+## example policy; each must pass, and each reports its pre-filter call time (p50/p99)
+TEAM_RACKS_CHECK_ARGS := {"policyArgs":{"teams":{"batch":["0f8e7d6c-5b4a-4321-9876-abcdef012345.3"]}}}
+policy-check: build examples example-python
+	target/release/cdplace policy check $(GUEST)
+	target/release/cdplace policy check --args '$(TEAM_RACKS_CHECK_ARGS)' $(TEAM_RACKS)
+	target/release/cdplace policy check $(FIRST_FIT_PY)
+
 lint: guest
 	$(CARGO) fmt --all -- --check
 	@# The staticlib kube-scheduler links must not pull in the CLI's client, runtime or parsers.
 	@! $(CARGO) tree -p cdplace-host -e normal --prefix none | grep -E '^(kube|kube-[a-z]+|clap|serde_yaml[a-z_]*|tokio|hyper|rustls) v' || \
 		{ echo "cdplace-host must not depend on the CLI's kube, clap, serde_yaml, tokio, hyper or rustls"; exit 1; }
 	$(CARGO) clippy --workspace --all-targets --release -- -D warnings
-	$(CARGO) clippy -p cdplace-guest -p cdplace-faulty-guest --target wasm32-wasip2 --profile guest -- -D warnings
+	$(CARGO) clippy -p cdplace-guest -p cdplace-faulty-guest -p cdplace-example-team-racks --target wasm32-wasip2 --profile guest -- -D warnings
 	$(CARGO) clippy $(TEST_GUEST_PACKAGES) -p cdplace-guest-worstfit --target wasm32-wasip2 --profile guest -- -D warnings
 
 ## version: cdplace's version has one owner, `version` in Cargo.toml's [workspace.package]
