@@ -1,7 +1,7 @@
 //! The command line both executables run: `cdplace` and `kubectl-cdplace` (kubectl runs the
 //! latter for `kubectl cdplace ...`; the two behave the same whatever their name). Each
 //! subcommand lives in its module: `explain` is [`crate::explain`], `status` is [`crate::status`],
-//! `replay` is [`crate::replay`].
+//! `replay` is [`crate::replay`], `policy check` is [`crate::policy`].
 //!
 //! Exit codes: 0 with a report; 1 when the command could not finish against a well-formed request
 //! (the cluster could not be read — unreachable, forbidden, a failed list —, the pod or
@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::explain::ExplainError;
-use crate::{explain, replay, status};
+use crate::{explain, policy, replay, status};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -41,6 +41,9 @@ enum Command {
     Status(status::Options),
     /// Ask a policy again every decision a scheduler recorded (recordPath) and compare the answers.
     Replay(replay::Options),
+    /// Policy components: `check` runs the conformance suite on one.
+    #[command(subcommand)]
+    Policy(policy::Command),
 }
 
 /// Prints `report`, or the failure under `program` with its exit status.
@@ -75,6 +78,7 @@ pub fn main() -> ExitCode {
                 ExitCode::from(e.exit_code())
             }
         },
+        Command::Policy(cmd) => policy::main(&cmd),
     }
 }
 

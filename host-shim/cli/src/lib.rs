@@ -10,13 +10,15 @@
 //! [`output`] (the versioned JSON/YAML documents), [`snapshot`] (reading snapshot files),
 //! [`live`] (reading a live cluster through a kubeconfig with kube-rs), [`owners`] (workload
 //! owners and their sizes, which the scheduler's Go adapter resolves), [`replay`] (`cdplace
-//! replay`: a recorded trace asked again).
+//! replay`: a recorded trace asked again), [`policy`] (`cdplace policy check`, the conformance
+//! suite for any policy component).
 
 pub mod cli;
 pub mod explain;
 pub mod live;
 pub mod output;
 pub mod owners;
+pub mod policy;
 pub mod replay;
 pub mod snapshot;
 pub mod status;
