@@ -63,6 +63,12 @@ func (s FleetSpec) NodeName(r, c, t int) string {
 	return fmt.Sprintf("%s-r%dc%d-t%02d", s.Name, r, c, t)
 }
 
+// Clique is the clique label value of clique c of rack r: known before the fleet exists, so a
+// scheduler configuration can name it (e2e/teamracks_test.go).
+func (s FleetSpec) Clique(r, c int) string {
+	return fmt.Sprintf("%s.%d", s.clusterUUID(r), 32766-c)
+}
+
 // clusterUUID is the rack's NVLink cluster UUID, stable per fleet name and rack.
 func (s FleetSpec) clusterUUID(r int) string {
 	h := fnv.New64a()
@@ -122,7 +128,7 @@ func CreateRack(ctx context.Context, c kubernetes.Interface, spec FleetSpec, r i
 	}
 	f := &Fleet{Spec: spec, CliqueOf: map[string]string{}, RackOf: map[string]int{}}
 	for ci := 0; ci < spec.CliquesPerRack; ci++ {
-		clique := fmt.Sprintf("%s.%d", spec.clusterUUID(r), 32766-ci)
+		clique := spec.Clique(r, ci)
 		f.Cliques = append(f.Cliques, clique)
 		f.RackOf[clique] = r
 		for t := 0; t < spec.TraysPerClique; t++ {

@@ -31,19 +31,30 @@ func main() {
 		"so PodGroups can be tried; false runs the release defaults")
 	root := flag.String("repo", ".", "repository root (for the shipped configuration and the binaries in target/)")
 	keep := flag.Bool("keep-logs", false, "keep the temporary directory with the processes' logs on exit (it is kept anyway when the playground fails)")
+	pluginConfig := flag.String("plugin-config", "", "a YAML file with the cdplace profile's pluginConfig list, replacing the shipped one "+
+		"(e.g. a ComputeDomainPlacement entry whose args set guestPath to your policy component)")
 	flag.Parse()
 	if *racks < 1 || *cliques < 1 || *trays < 1 || *gpus < 1 {
 		fmt.Fprintln(os.Stderr, "playground: -racks, -cliques-per-rack, -trays and -gpus-per-tray must be at least 1")
 		os.Exit(2)
 	}
 	spec := harness.FleetSpec{Name: "gb200", Racks: *racks, CliquesPerRack: *cliques, TraysPerClique: *trays, GPUsPerTray: *gpus}
-	if err := run(*root, spec, *gates, *keep); err != nil {
+	var plugins []byte
+	if *pluginConfig != "" {
+		b, err := os.ReadFile(*pluginConfig)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "playground: -plugin-config:", err)
+			os.Exit(2)
+		}
+		plugins = b
+	}
+	if err := run(*root, spec, *gates, *keep, plugins); err != nil {
 		fmt.Fprintln(os.Stderr, "playground:", err)
 		os.Exit(1)
 	}
 }
 
-func run(root string, spec harness.FleetSpec, gates, keep bool) (err error) {
+func run(root string, spec harness.FleetSpec, gates, keep bool, pluginConfig []byte) (err error) {
 	// Signals end the playground from here on, also while it starts; a second one kills it at
 	// once (the processes it started die with it, as they are started with a parent-death signal).
 	sigCtx, stopSignals := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -75,7 +86,7 @@ func run(root string, spec harness.FleetSpec, gates, keep bool) (err error) {
 	start := time.Now()
 	startCtx, cancelStart := context.WithTimeout(sigCtx, 5*time.Minute)
 	defer cancelStart()
-	env, err := harness.Up(startCtx, root, dir, harness.EnvOptions{WorkloadGates: gates})
+	env, err := harness.Up(startCtx, root, dir, harness.EnvOptions{WorkloadGates: gates, PluginConfig: pluginConfig})
 	if err != nil {
 		return startErr(sigCtx, err)
 	}

@@ -1,0 +1,100 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cdplace/cdplace/e2e/harness"
+)
+
+// The example policy guest/examples/team-racks (target/wasm32-wasip2/guest/
+// cdplace_example_team_racks.wasm, `make examples`) swapped in through the plugin arg guestPath,
+// in the real scheduler. Three racks of four trays; the team namespace owns racks 1 and 2
+// (policyArgs.teams). Another namespace's 2-pod domain goes first and can only take rack 0 (team
+// racks are dedicated), which leaves rack 0 with exactly two free trays: the shipped best fit
+// would put the team's 2-pod domain there. The team's domain lands on its racks instead, and all
+// in one of them.
+func TestTeamRacksPolicy(t *testing.T) {
+	wasm := filepath.Join(repoRoot, "target", "wasm32-wasip2", "guest", "cdplace_example_team_racks.wasm")
+	if _, err := os.Stat(wasm); err != nil {
+		t.Fatalf("the team-racks component is built by `make examples`: %v", err)
+	}
+	const name = "teamracks"
+	team := name + "-cdp" // the scenario's namespace (newScenarioOn)
+	other := name + "-other"
+	spec := harness.FleetSpec{Name: team, Racks: 3, CliquesPerRack: 1, TraysPerClique: 4, GPUsPerTray: 4}
+	racks := []string{spec.Clique(1, 0), spec.Clique(2, 0)}
+	args := fmt.Sprintf(`- name: ComputeDomainPlacement
+  args:
+    imexMode: DriverManaged
+    wholeTray: Require
+    cliqueLabel: nvidia.com/gpu.clique
+    guestPath: %q
+    policyArgs:
+      teams:
+        %s: [%q, %q]
+`, wasm, team, racks[0], racks[1])
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	e, err := harness.Up(ctx, repoRoot, filepath.Join(runDir, "teamracks"), harness.EnvOptions{PluginConfig: []byte(args)})
+	if err != nil {
+		t.Fatalf("the control plane: %v", err)
+	}
+	t.Cleanup(e.Down)
+	s := newScenarioOn(t, e, name, harness.Cdplace, spec, harness.PrepareOptions{})
+
+	// Another namespace's domain first: off the team's racks, so on rack 0.
+	c := e.CP.Client
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.CP.Dynamic.Resource(harness.ComputeDomainGVR).Namespace(other).Create(ctx, harness.ComputeDomain(other, "ml", 0), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitOther := func(what string, cond func(*harness.DomainState) bool) *harness.DomainState {
+		t.Helper()
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			d, err := harness.Domains(ctx, c, other, s.fleet.CliqueOf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cond(d["ml"]) {
+				return d["ml"]
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; %s: %s", what, other, harness.Summary(d))
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+	waitOther("the channel template", func(*harness.DomainState) bool {
+		_, err := c.ResourceV1().ResourceClaimTemplates(other).Get(ctx, "ml-channel", metav1.GetOptions{})
+		return err == nil
+	})
+	if _, err := c.BatchV1().Jobs(other).Create(ctx, harness.DomainJob(other, "ml", "ml", harness.JobSpec{Parallelism: 2, Completions: 2, GPUs: 4}, harness.Cdplace), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ml := waitOther("ml's two pods running", func(d *harness.DomainState) bool { return d != nil && d.Running == 2 })
+	if want := []string{spec.Clique(0, 0)}; !slices.Equal(ml.Cliques, want) {
+		t.Fatalf("%s's domain on cliques %v, want %v (off the team's racks)", other, ml.Cliques, want)
+	}
+
+	// The team's domain: the shipped best fit would take rack 0's last two trays.
+	s.domain("train", 2, 4)
+	d := s.waitFor("train's two pods running", 90*time.Second, all("train", 2))
+	st := d["train"]
+	if len(st.Cliques) != 1 || !slices.Contains(racks, st.Cliques[0]) {
+		t.Fatalf("the team's domain on cliques %v, want one of its racks %v", st.Cliques, racks)
+	}
+	s.assertNoRefusals()
+	t.Logf("%s's domain on %v; the team's domain on %v (its racks %v)", other, ml.Cliques, st.Cliques, racks)
+}
