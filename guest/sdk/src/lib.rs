@@ -31,7 +31,8 @@
 //!     fn pre_filter(&mut self, pod: StrId, overlay: &[OverlayOp], now_ms: i64) -> PreFilterResult {
 //!         let mut r = self.0.pre_filter(pod, overlay, now_ms);
 //!         // Keep the first feasible clique; the others become unresolvable.
-//!         if let Some(first) = cliques::feasible(&r).next() {
+//!         let first = cliques::feasible(&r).next();
+//!         if let Some(first) = first {
 //!             cliques::restrict(&self.0, &mut r, |c| c == first, "not the first clique");
 //!         }
 //!         r
