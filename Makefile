@@ -58,7 +58,7 @@ scheduler: build
 ## test: everything CI checks
 test: lint test-rust test-c test-go fuzz-smoke test-e2e bench-smoke bench-e2e-smoke bench-upstream-smoke test-image-tool
 
-test-rust: build examples
+test-rust: build examples example-python
 	$(CARGO) test --workspace --release
 
 ## test-c: the C ABI driven from C through include/cdplace.h

@@ -3,9 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,47 +15,59 @@ import (
 )
 
 // The example policy guest/examples/team-racks (target/wasm32-wasip2/guest/
-// cdplace_example_team_racks.wasm, `make examples`) swapped in through the plugin arg guestPath,
-// in the real scheduler. Three racks of four trays; the team namespace owns racks 1 and 2
-// (policyArgs.teams). Another namespace's 2-pod domain goes first and can only take rack 0 (team
+// cdplace_example_team_racks.wasm, `make examples`) swapped in while the real scheduler runs,
+// through the policy ConfigMap (the chart's policy.configMap), as a platform team would roll out
+// its own policy: the scheduler starts on the shipped policy from the ConfigMap (generation 1),
+// the team-racks component replaces it in the ConfigMap, and the scheduler checks it on the live
+// view and swaps it in (generation 2) without a restart. Three racks of four trays; the team
+// namespace owns racks 1 and 2 (policyArgs.teams, in the plugin args both policies are
+// configured with). Another namespace's 2-pod domain goes first and can only take rack 0 (team
 // racks are dedicated), which leaves rack 0 with exactly two free trays: the shipped best fit
 // would put the team's 2-pod domain there. The team's domain lands on its racks instead, and all
 // in one of them.
 func TestTeamRacksPolicy(t *testing.T) {
-	wasm := filepath.Join(repoRoot, "target", "wasm32-wasip2", "guest", "cdplace_example_team_racks.wasm")
-	if _, err := os.Stat(wasm); err != nil {
-		t.Fatalf("the team-racks component is built by `make examples`: %v", err)
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	shipped := component(t, "cdplace_guest.wasm")
+	teamRacks := component(t, "cdplace_example_team_racks.wasm")
+	policyRBAC(t, ctx)
+	putPolicy(t, ctx, shipped)
+	t.Cleanup(func() {
+		_ = env.CP.Client.CoreV1().ConfigMaps(policyNamespace).Delete(context.Background(), policyConfigMap, metav1.DeleteOptions{})
+	})
 	const name = "teamracks"
-	team := name + "-cdp" // the scenario's namespace (newScenarioOn)
+	s := newScenario(t, name, harness.Cdplace,
+		harness.FleetSpec{Racks: 3, CliquesPerRack: 1, TraysPerClique: 4, GPUsPerTray: 4}, harness.PrepareOptions{})
+	team := s.ns
 	other := name + "-other"
-	spec := harness.FleetSpec{Name: team, Racks: 3, CliquesPerRack: 1, TraysPerClique: 4, GPUsPerTray: 4}
-	racks := []string{spec.Clique(1, 0), spec.Clique(2, 0)}
-	args := fmt.Sprintf(`- name: ComputeDomainPlacement
+	racks := []string{s.fleet.Spec.Clique(1, 0), s.fleet.Spec.Clique(2, 0)}
+	sched := policyScheduler(t, []byte(fmt.Sprintf(`- name: ComputeDomainPlacement
   args:
-    imexMode: DriverManaged
-    wholeTray: Require
-    cliqueLabel: nvidia.com/gpu.clique
-    guestPath: %q
+    policy: {source: configMap, namespace: %s, name: %s, key: %s}
     policyArgs:
       teams:
         %s: [%q, %q]
-`, wasm, team, racks[0], racks[1])
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	e, err := harness.Up(ctx, repoRoot, filepath.Join(runDir, "teamracks"), harness.EnvOptions{PluginConfig: []byte(args)})
+`, policyNamespace, policyConfigMap, policyKey, team, racks[0], racks[1])))
+	waitUntil(t, 60*time.Second, "the shipped policy live (generation 1)", func() bool { return liveGeneration(ctx, sched) == 1 })
+	putPolicy(t, ctx, teamRacks)
+	waitUntil(t, 60*time.Second, "the team-racks policy swapped in (generation 2)", func() bool { return liveGeneration(ctx, sched) == 2 })
+	swaps, err := harness.ScrapeCounters(ctx, sched.MetricsURL(), "cdplace_policy_swaps_total")
 	if err != nil {
-		t.Fatalf("the control plane: %v", err)
+		t.Fatal(err)
 	}
-	t.Cleanup(e.Down)
-	s := newScenarioOn(t, e, name, harness.Cdplace, spec, harness.PrepareOptions{})
+	for k, v := range swaps {
+		if strings.Contains(k, "result=refused") && v > 0 {
+			t.Fatalf("a policy was refused: %s = %v", k, v)
+		}
+	}
 
 	// Another namespace's domain first: off the team's racks, so on rack 0.
-	c := e.CP.Client
+	c := env.CP.Client
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.CP.Dynamic.Resource(harness.ComputeDomainGVR).Namespace(other).Create(ctx, harness.ComputeDomain(other, "ml", 0), metav1.CreateOptions{}); err != nil {
+	t.Cleanup(func() { _ = c.CoreV1().Namespaces().Delete(context.Background(), other, metav1.DeleteOptions{}) })
+	if _, err := env.CP.Dynamic.Resource(harness.ComputeDomainGVR).Namespace(other).Create(ctx, harness.ComputeDomain(other, "ml", 0), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitOther := func(what string, cond func(*harness.DomainState) bool) *harness.DomainState {
@@ -84,7 +95,7 @@ func TestTeamRacksPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	ml := waitOther("ml's two pods running", func(d *harness.DomainState) bool { return d != nil && d.Running == 2 })
-	if want := []string{spec.Clique(0, 0)}; !slices.Equal(ml.Cliques, want) {
+	if want := []string{s.fleet.Spec.Clique(0, 0)}; !slices.Equal(ml.Cliques, want) {
 		t.Fatalf("%s's domain on cliques %v, want %v (off the team's racks)", other, ml.Cliques, want)
 	}
 

@@ -1,42 +1,18 @@
 //! The conformance fixtures: small clusters of Kubernetes objects (built with the SDK's
-//! fixtures, the test kit's builders) together with a model of who holds which tray, from which
-//! [`super::safety`] checks an answer without asking any policy.
-
-use std::collections::BTreeMap;
+//! fixtures, the test kit's builders) and the pending pods to ask about. Whether an answer keeps
+//! the safety rules is the host's check (`host-shim/lib/src/safety.rs`), the one kube-scheduler
+//! applies: these fixtures only set up the trays that could tempt a policy to break one.
 
 use cdplace_policy_sdk::harness::fixtures as k8s;
 use serde_json::Value;
 
-/// A workload or daemon pod placed on a node, as the fixture placed it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Placed {
-    pub namespace: String,
-    pub name: String,
-    /// The ComputeDomain UID its channel claim names.
-    pub domain: String,
-    pub node: String,
-    /// Bound (`spec.nodeName`), else nominated (`status.nominatedNodeName`).
-    pub bound: bool,
-}
-
-/// A node of a fixture.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Tray {
-    /// The clique label's value.
-    pub clique: Option<String>,
-    /// The driver's `resource.nvidia.com/computeDomain` label.
-    pub domain_label: Option<String>,
-}
-
-/// One fixture: objects to feed, pods to decide, and the model of the trays.
+/// One fixture: objects to feed and pods to decide.
 #[derive(Debug, Clone, Default)]
 pub struct Fixture {
     pub name: &'static str,
     pub objects: Vec<Value>,
     /// `(namespace, name, domain UID)` of the pending pods to ask PreFilter and preemption for.
     pub decide: Vec<(String, String, String)>,
-    pub trays: BTreeMap<String, Tray>,
-    pub placed: Vec<Placed>,
 }
 
 impl Fixture {
@@ -46,11 +22,7 @@ impl Fixture {
 
     /// A rack: `trays` 4-GPU trays `<prefix>-NN` in clique `id`.
     fn rack(&mut self, prefix: &str, id: u32, trays: u32) -> &mut Self {
-        for n in k8s::rack(prefix, id, trays) {
-            let name = n["metadata"]["name"].as_str().unwrap().to_string();
-            self.trays.insert(name, Tray { clique: Some(k8s::clique(id)), domain_label: None });
-            self.objects.push(n);
-        }
+        self.objects.extend(k8s::rack(prefix, id, trays));
         self
     }
 
@@ -69,7 +41,6 @@ impl Fixture {
     fn linger(&mut self, node: &str, uid: &str) -> &mut Self {
         let n = self.node_object(node);
         *n = k8s::label(n.clone(), "resource.nvidia.com/computeDomain", uid);
-        self.trays.get_mut(node).expect("tray").domain_label = Some(uid.to_string());
         self
     }
 
@@ -90,13 +61,6 @@ impl Fixture {
     fn placed(&mut self, ns: &str, cd: &str, pod: &str, node: &str, bound: bool) -> &mut Self {
         let p = k8s::cd_pod(ns, cd, pod);
         self.objects.push(if bound { k8s::bound(p, node) } else { k8s::nominated(p, node) });
-        self.placed.push(Placed {
-            namespace: ns.into(),
-            name: pod.into(),
-            domain: uid(ns, cd),
-            node: node.into(),
-            bound,
-        });
         self
     }
 

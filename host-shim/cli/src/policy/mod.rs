@@ -8,13 +8,14 @@
 //!   it steers plain pods is its own choice);
 //! - `answers`: every call on every fixture (`apply`, `pre-filter`, `steer`, `preempt`,
 //!   `status`) returns without a trap, a timeout, running out of memory or an error;
-//! - `safety`: no `pre-filter` answer allows a node that breaks a safety rule ([`safety`]).
+//! - `safety`: no `pre-filter` answer allows a node that breaks a safety rule: the host's own
+//!   check (`cdplace_host::safety`, the one kube-scheduler applies to every answer) fails the call
+//!   with the rule and the node, and the suite reports it.
 //!
 //! It also measures the `pre-filter` call time through the host (p50/p99 over `--rounds`
 //! passes), reported beside the checks. Exit status 0 when every check passes, 1 otherwise.
 
 pub mod fixtures;
-pub mod safety;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -217,14 +218,16 @@ pub fn run(o: &CheckOptions) -> Result<Report, String> {
                 times.push(t.elapsed());
                 calls += 1;
                 match r {
-                    Err(e) => answers.push(format!("{}: pre-filter {ns}/{name}: {}", f.name, err(&e))),
-                    Ok(d) if round == 0 => {
-                        decisions += 1;
-                        for v in safety::violations(&f, (ns, name, uid), &d) {
-                            unsafe_answers.push(format!("{}: pre-filter {ns}/{name}: {v}", f.name));
+                    // The host's own check (host-shim/lib/src/safety.rs), the one the scheduler
+                    // applies to every answer: the call fails and names the rule and the node.
+                    Err(cdplace_host::Error::PolicyViolation(v)) => {
+                        decisions += usize::from(round == 0);
+                        if round == 0 {
+                            unsafe_answers.push(format!("{}: pre-filter {ns}/{name} (domain {uid}): {v}", f.name));
                         }
                     }
-                    Ok(_) => {}
+                    Err(e) => answers.push(format!("{}: pre-filter {ns}/{name}: {}", f.name, err(&e))),
+                    Ok(_) => decisions += usize::from(round == 0),
                 }
             }
         }
