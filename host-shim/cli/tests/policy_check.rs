@@ -58,7 +58,11 @@ fn the_shipped_policy_passes_with_its_call_times() {
     let r = check(&component("cdplace_guest.wasm"), &[]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     for name in ["instantiate", "answers", "safety"] {
-        assert!(r.stdout.lines().any(|l| l.trim_start().starts_with("PASS") && l.contains(name)), "{name}: {}", r.stdout);
+        assert!(
+            r.stdout.lines().any(|l| l.trim_start().starts_with("PASS") && l.contains(name)),
+            "{name}: {}",
+            r.stdout
+        );
     }
     assert!(r.stdout.contains("call time    pre-filter p50 "), "{}", r.stdout);
     assert_eq!(r.stdout.lines().last(), Some("PASS"), "{}", r.stdout);
