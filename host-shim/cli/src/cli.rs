@@ -96,7 +96,7 @@ mod tests {
         let cli = Cli::try_parse_from([&["cdplace", "status"], args].concat())?;
         match cli.command {
             Command::Status(opts) => Ok(opts),
-            Command::Explain(_) => unreachable!(),
+            other => unreachable!("parsed `status` as {other:?}"),
         }
     }
 
