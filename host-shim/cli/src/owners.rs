@@ -69,7 +69,7 @@ pub struct OwnerSize {
 }
 
 fn key(kind: OwnerKind, namespace: &str, name: &str) -> String {
-    format!("{}/{namespace}/{name}", kind.as_str())
+    cdplace_host::extract::owner_key(kind.as_str(), namespace, name)
 }
 
 fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {

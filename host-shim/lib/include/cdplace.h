@@ -164,9 +164,11 @@ cdplace_error_t *cdplace_cluster_new(const cdplace_runtime_t *rt, const char *ar
 void cdplace_cluster_delete(cdplace_cluster_t *c);
 
 /**
- * The validated arguments the host needs, as JSON in *out:
+ * The validated arguments the host needs, as JSON in *out (every key, always; the Rust
+ * Settings and the Go cdplace.Settings are tested against this list):
  *   {"cliqueLabel": S, "gpuResourceName": S, "gpuDriver": S, "computeDomainDriver": S,
- *    "sizeAnnotation": S, "guestPath": S|null, "callTimeoutMs": N, "memoryLimitMiB": N}
+ *    "sizeAnnotation": S, "guestPath": S|null, "callTimeoutMs": N, "memoryLimitMiB": N,
+ *    "plainPodSteering": B, "maxPolicyInstances": N}
  * Thread-safe.
  */
 cdplace_error_t *cdplace_cluster_settings(const cdplace_cluster_t *c, cdplace_bytes_t *out);

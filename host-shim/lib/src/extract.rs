@@ -32,6 +32,15 @@ pub enum Kind {
     Owner = 8,
 }
 
+/// The owner key of workload object `kind` `namespace/name`: `<Kind>/<namespace>/<name>`, the name
+/// of an [`Kind::Owner`] fact and what a pod's fact names as its owner. The one way Rust builds
+/// it (the PodGroup a pod names, the CLI's owners); the Go adapter's copy
+/// (`host-shim/go/internal/facts`) and this one are both tested against the form
+/// `include/cdplace.h` gives.
+pub fn owner_key(kind: &str, namespace: &str, name: &str) -> String {
+    format!("{kind}/{namespace}/{name}")
+}
+
 /// Every kind, in `cdplace_kind_t` order.
 pub const KINDS: [Kind; 8] = [
     Kind::Node,
@@ -502,4 +511,19 @@ fn channel_config(v: &Value, spec: &ResourceClaimSpec, settings: &Settings) -> R
         };
     }
     Ok((None, false))
+}
+
+#[cfg(test)]
+mod owner_key_tests {
+    /// The header's form of an owner key, `"<Kind>/<ns>/<name>"`, filled in.
+    #[test]
+    fn owner_keys_have_the_form_the_header_gives() {
+        let header = include_str!("../include/cdplace.h");
+        let pattern = "name = owner key \"";
+        let at = header.find(pattern).expect("the owner key's form in the header") + pattern.len();
+        let form = &header[at..at + header[at..].find('"').unwrap()];
+        assert_eq!(form, "<Kind>/<ns>/<name>");
+        let want = form.replace("<Kind>", "Job").replace("<ns>", "training").replace("<name>", "trainer");
+        assert_eq!(super::owner_key("Job", "training", "trainer"), want);
+    }
 }

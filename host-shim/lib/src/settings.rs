@@ -107,4 +107,21 @@ mod tests {
         let l = Settings::from(&a).limits();
         assert_eq!((l.deadline, l.memory_bytes), (Duration::from_secs(60), 64 << 20));
     }
+
+    /// The keys `include/cdplace.h` documents for `cdplace_cluster_settings`, in order.
+    pub(crate) fn header_settings_keys() -> Vec<String> {
+        let header = include_str!("../include/cdplace.h");
+        let start = header.find("The validated arguments the host needs").expect("the settings doc in the header");
+        let block = &header[start..start + header[start..].find("Thread-safe").expect("its end")];
+        block.split('"').skip(1).step_by(2).map(str::to_string).collect()
+    }
+
+    #[test]
+    fn the_settings_json_has_exactly_the_keys_the_header_documents() {
+        let s = Settings::from(&cdplace_policy::Args::default());
+        let v: serde_json::Value = serde_json::from_str(&s.to_json()).unwrap();
+        let keys: std::collections::BTreeSet<String> = v.as_object().unwrap().keys().cloned().collect();
+        let documented: std::collections::BTreeSet<String> = header_settings_keys().into_iter().collect();
+        assert_eq!(keys, documented, "include/cdplace.h and Settings::to_json disagree");
+    }
 }

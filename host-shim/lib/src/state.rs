@@ -19,7 +19,7 @@ use crate::overlay::Overlay;
 
 /// The owner key of a PodGroup, as pods name it.
 fn pod_group_key(namespace: &str, name: &str) -> String {
-    format!("PodGroup/{namespace}/{name}")
+    crate::extract::owner_key("PodGroup", namespace, name)
 }
 
 /// The key of a pod: `namespace/name`.

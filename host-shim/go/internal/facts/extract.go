@@ -9,6 +9,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/cdplace/cdplace/host-shim/go/internal/owners"
 )
 
 // NodeOf reads a Node.
@@ -264,7 +266,7 @@ func ownerKeyOf(p *v1.Pod) *string {
 		if !ok || apiGroup(r.APIVersion) != group {
 			return nil
 		}
-		return some(r.Kind + "/" + p.Namespace + "/" + r.Name)
+		return some(owners.Key(r.Kind, p.Namespace, r.Name))
 	}
 	return nil
 }
