@@ -81,15 +81,7 @@ impl Pool {
         })?;
         if let Some((pod, domain, live)) = seed {
             let live = shadow::Asked::PreFilter(live);
-            self.shadow_offer(shadow::Job {
-                key,
-                pod,
-                domain,
-                now_ms,
-                pos: at.pos,
-                generation: at.generation,
-                live,
-            });
+            self.shadow_offer(shadow::Job { key, pod, domain, now_ms, pos: at.pos, generation: at.generation, live });
         }
         Ok((t, at.policy))
     }
@@ -231,15 +223,7 @@ impl Pool {
         if let Some((pod, domain, live)) = seed {
             let key = format!("{namespace}/{name}");
             let live = shadow::Asked::Preempt(live);
-            self.shadow_offer(shadow::Job {
-                key,
-                pod,
-                domain,
-                now_ms,
-                pos: at.pos,
-                generation: at.generation,
-                live,
-            });
+            self.shadow_offer(shadow::Job { key, pod, domain, now_ms, pos: at.pos, generation: at.generation, live });
         }
         Ok((t, at.policy))
     }
