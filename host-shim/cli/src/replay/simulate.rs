@@ -11,17 +11,18 @@
 //! - **A ComputeDomain arrival** adds the ComputeDomain, its channel template, its Indexed Job's
 //!   size (the owner; no size annotation, as the bench submits it) and `size` pending pods of 4
 //!   GPUs, created in index order at the arrival. **A plain pod** is one pending 4-GPU pod.
-//! - **The scheduler** goes through the pending pods in queue order (creation order: one
-//!   priority, kube-scheduler's FIFO) and asks each one's PreFilter (plain pods: the steering
+//! - **The scheduler** goes through the pending pods in queue order (one priority: the time each
+//!   was last queued, its creation or its last rejection, as kube-scheduler's PriorityQueue) and
+//!   asks each one's PreFilter (plain pods: the steering
 //!   answer) on the current view at the policy time of the instant. The node is the one
 //!   kube-scheduler would pick: a tray that is up and free (NodeResourcesFit), in the
 //!   PreFilterResult node set when there is one, whose Filter verdict is Success, with the
 //!   highest Score ([`cdplace_host::Decision::node`]); ties go to the first such node by name
 //!   (kube-scheduler picks one at random; every other default plugin scores idle identical
-//!   trays alike). The pod is bound at once (Reserve and binding are not separate) and the view
-//!   has it bound before the next pod is asked. A rejected pod backs off as kube-scheduler's
-//!   queue does (1 s, doubling up to 10 s of the policy's clock) and is retried after its backoff
-//!   once something changed in the view since; the rest of its domain's pending pods are
+//!   trays alike; `--tie-seed` picks among them at random instead). The pod is bound at once
+//!   (Reserve and binding are not separate) and the view has it bound before the next pod is
+//!   asked. A rejected pod is retried at the next change of the view ([`QueueModel::Kube`]), or
+//!   after its backoff too ([`QueueModel::Fifo`]); the rest of its domain's pending pods are
 //!   rejected with it on the same view without asking (they are the same question). A domain's
 //!   bound pod wakes its other pods (the plugin's `Handle.Activate`).
 //! - **The driver** labels a tray with the domain when its pod is bound (Prepare) and takes the
@@ -45,11 +46,11 @@
 //! and with never-started ones counted until the end, as the bench does), GPU allocation (time
 //! mean over the horizon), splits and part-bound domains.
 //!
-//! What it does not model: scheduling and binding latency (a pass is instantaneous), the
-//! scheduler's random tie-break between equal nodes, informer lag (the policy sees every change at
-//! once), the claim controller and DRA allocation, preemption (the bench's pods share one
-//! priority), and the emulated kubelet's Prepare refusals (a bind onto another domain's label is
-//! counted as a refusal and kept).
+//! What it does not model: scheduling and binding latency (a pass is instantaneous), informer lag
+//! (the policy sees every change at once), the plugin's queueing hints and scouts (any change
+//! retries every waiting pod), the Job controller's pod creation, the claim controller and DRA
+//! allocation, preemption (the bench's pods share one priority), and the emulated kubelet's
+//! Prepare refusals (a bind onto another domain's label is counted as a refusal and kept).
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
