@@ -328,6 +328,7 @@ pub struct SimPolicyReport {
     /// The args could not make a cluster, or a policy call failed (the simulation stopped there).
     pub error: Option<String>,
     pub classes: Vec<SimClass>,
+    /// Domains that arrived before the end (all but in a capped run).
     pub cds_arrived: u32,
     pub cds_started: u32,
     pub cds_started_by_horizon: u32,
@@ -1173,6 +1174,8 @@ impl<D: Decider> Sim<'_, D> {
         rep.allocation = ratio(self.busy, self.healthy);
         let mut waits: Vec<Vec<f64>> = vec![Vec::new(); SIZE_CLASSES.len()];
         let mut censored: Vec<Vec<f64>> = vec![Vec::new(); SIZE_CLASSES.len()];
+        // Domains that arrived before the end (all of them unless the run was capped).
+        let mut arrived = 0;
         rep.classes = SIZE_CLASSES
             .iter()
             .map(|c| SimClass {
@@ -1191,6 +1194,7 @@ impl<D: Decider> Sim<'_, D> {
             let cl = &mut rep.classes[k];
             if cd.arrival <= end {
                 cl.arrived += 1;
+                arrived += 1;
             }
             match cd.start {
                 Some(s) => {
@@ -1227,6 +1231,7 @@ impl<D: Decider> Sim<'_, D> {
                 part_bound: cd.part_bound,
             });
         }
+        rep.cds_arrived = arrived;
         for (k, cl) in rep.classes.iter_mut().enumerate() {
             cl.wait_median = quantile(&waits[k], 0.5);
             cl.wait_p95 = quantile(&waits[k], 0.95);
@@ -1499,7 +1504,7 @@ mod tests {
         let r = run(&t, &o);
         assert!(r.capped);
         assert_eq!(r.end, 500.0);
-        assert_eq!(r.cds_started, 0);
+        assert_eq!((r.cds_arrived, r.cds_started), (1, 0));
         assert_eq!(r.classes[0].wait_median_censored, Some(500.0));
     }
 
