@@ -100,6 +100,29 @@ mod tests {
         }
     }
 
+    fn replay(args: &[&str]) -> Result<replay::Options, clap::Error> {
+        match Cli::try_parse_from([&["cdplace", "replay"], args].concat())?.command {
+            Command::Replay(opts) => Ok(opts),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn simulate_flags() {
+        let o = replay(&["--simulate", "trace.json"]).unwrap();
+        assert!(o.simulate);
+        assert_eq!((o.time_scale, o.label_lag, o.deadline_factor, o.tie_seed), (18.0, 3.0, 0.0, 0));
+        assert_eq!(o.queue, replay::simulate::QueueModel::Kube);
+        let o =
+            replay(&["--simulate", "t.json", "--time-scale", "600", "--label-lag", "1", "--queue", "fifo"]).unwrap();
+        assert_eq!((o.time_scale, o.label_lag, o.queue), (600.0, 1.0, replay::simulate::QueueModel::Fifo));
+        // The simulation's knobs need --simulate.
+        for flag in [["--time-scale", "2"], ["--args", "{}"], ["--queue", "fifo"], ["--tie-seed", "3"]] {
+            assert!(replay(&[&["trace"], &flag[..]].concat()).is_err(), "{flag:?}");
+        }
+        assert!(!replay(&["trace"]).unwrap().simulate);
+    }
+
     #[test]
     fn shadow_flags() {
         let o = status(&["--shadow", "-A"]).unwrap();

@@ -17,9 +17,13 @@
 //! rotation deleted it, or the recorder dropped a view change (a gap record), decisions from
 //! there on are counted "not comparable" rather than compared on a partial view.
 //!
+//! `--simulate TRACE.json` plays a bench-placement trace instead (arrivals, lifetimes, tray
+//! failures) through each policy with a simulated scheduler and binder: see [`simulate`].
+//!
 //! Exit status: 0 with a report whenever the trace is readable (a torn tail included: it is read
 //! up to the tear and the report says where), 2 when it or a policy cannot be read.
 
+pub mod simulate;
 pub mod trace;
 
 use std::collections::{BTreeMap, HashMap};
@@ -52,6 +56,38 @@ pub struct Options {
     /// Also write the report as JSON here.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// TRACE is a bench-placement trace.json: play its arrivals, lifetimes and tray failures
+    /// through each policy with a simulated scheduler and binder, and report per size class the
+    /// domains started, their waits and the GPU allocation.
+    #[arg(long)]
+    pub simulate: bool,
+    /// With --simulate: trace seconds per second of the policy's clock (the bench's -time-scale).
+    #[arg(long, value_name = "N", default_value_t = 18.0, requires = "simulate")]
+    pub time_scale: f64,
+    /// With --simulate: the driver's node-label lag, seconds of the policy's clock (the bench's
+    /// -label-lag).
+    #[arg(long, value_name = "SECONDS", default_value_t = 3.0, requires = "simulate")]
+    pub label_lag: f64,
+    /// With --simulate: give every pod activeDeadlineSeconds = this × its lifetime (policy clock)
+    /// + 5 s, as the bench's -deadline-factor; 0: none.
+    #[arg(long, value_name = "F", default_value_t = 0.0, requires = "simulate")]
+    pub deadline_factor: f64,
+    /// With --simulate: plugin args (a JSON object) set over the shipped profile's, e.g.
+    /// '{"cliqueReservationAfterSeconds":3}'.
+    #[arg(long, value_name = "JSON", requires = "simulate")]
+    pub args: Option<String>,
+    /// With --simulate: stop at this trace time even if domains are left (default: 4 horizons).
+    #[arg(long, value_name = "SECONDS", requires = "simulate")]
+    pub cap: Option<f64>,
+    /// With --simulate: the scheduling queue: `kube` (kube-scheduler 1.37: a rejected pod is
+    /// requeued behind newer ones and retried at the next change) or `fifo` (creation order, each
+    /// rejected pod waits out its backoff).
+    #[arg(long, value_enum, default_value = "kube", requires = "simulate")]
+    pub queue: simulate::QueueModel,
+    /// With --simulate: break ties between equally scored trays at random with this seed, as
+    /// kube-scheduler does (run several seeds for a run's noise); 0: the first tray by name.
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "simulate")]
+    pub tie_seed: u64,
 }
 
 /// Why replay could not run (exit 2).
@@ -63,6 +99,8 @@ pub enum ReplayError {
     Policy { path: String, message: String },
     #[error("{path}: writing the JSON report: {error}")]
     Json { path: String, error: std::io::Error },
+    #[error("{0}")]
+    Usage(String),
 }
 
 impl ReplayError {
@@ -111,17 +149,68 @@ pub fn policy_of(label: &str, wasm: &[u8]) -> Result<Policy, ReplayError> {
 
 /// Runs the command: the text report (the JSON one written to `--json`).
 pub fn run(opts: &Options) -> Result<String, ReplayError> {
+    if opts.simulate {
+        return run_simulate(opts);
+    }
     let trace = trace::read(&opts.trace)?;
-    let policies = if opts.policies.is_empty() {
-        vec![policy_of("embedded", crate::EMBEDDED_GUEST)?]
-    } else {
-        opts.policies.iter().map(|p| load_policy(p)).collect::<Result<Vec<_>, _>>()?
-    };
+    let policies = policies(opts)?;
     let report = replay(&trace, &policies);
+    write_json(opts, &report)?;
+    Ok(report.render())
+}
+
+fn policies(opts: &Options) -> Result<Vec<Policy>, ReplayError> {
+    if opts.policies.is_empty() {
+        Ok(vec![policy_of("embedded", crate::EMBEDDED_GUEST)?])
+    } else {
+        opts.policies.iter().map(|p| load_policy(p)).collect()
+    }
+}
+
+fn write_json<T: Serialize>(opts: &Options, report: &T) -> Result<(), ReplayError> {
     if let Some(path) = &opts.json {
-        let json = serde_json::to_vec_pretty(&report).expect("the report serializes");
+        let json = serde_json::to_vec_pretty(report).expect("the report serializes");
         std::fs::write(path, json).map_err(|error| ReplayError::Json { path: path.display().to_string(), error })?;
     }
+    Ok(())
+}
+
+/// `--simulate`: the bench trace through each policy.
+fn run_simulate(opts: &Options) -> Result<String, ReplayError> {
+    let trace = simulate::read_trace(&opts.trace)?;
+    let mut sim = simulate::SimOptions::for_trace(&trace);
+    let positive = |v: f64, flag: &str| {
+        if v.is_finite() && v > 0.0 { Ok(v) } else { Err(ReplayError::Usage(format!("{flag} {v}: want a number > 0"))) }
+    };
+    sim.time_scale = positive(opts.time_scale, "--time-scale")?;
+    if !(opts.label_lag.is_finite() && opts.label_lag >= 0.0) {
+        return Err(ReplayError::Usage(format!("--label-lag {}: want a number ≥ 0", opts.label_lag)));
+    }
+    sim.label_lag = opts.label_lag;
+    if !(opts.deadline_factor.is_finite() && opts.deadline_factor >= 0.0) {
+        return Err(ReplayError::Usage(format!("--deadline-factor {}: want a number ≥ 0", opts.deadline_factor)));
+    }
+    sim.deadline_factor = opts.deadline_factor;
+    if let Some(cap) = opts.cap {
+        sim.cap = positive(cap, "--cap")?;
+    }
+    sim.queue = opts.queue;
+    sim.tie_seed = opts.tie_seed;
+    if let Some(a) = &opts.args {
+        sim.args = simulate::merge_args(&sim.args, a).map_err(ReplayError::Usage)?;
+    }
+    let policies = policies(opts)?;
+    // Args a policy refuses are unusable input (exit 2), as for the other commands.
+    for p in &policies {
+        if let Err(e) = Cluster::new(p.backend.clone(), &sim.args) {
+            return Err(ReplayError::Policy {
+                path: p.label.clone(),
+                message: format!("the plugin args {}: {}", sim.args, cdplace_host::error::chain(&e)),
+            });
+        }
+    }
+    let report = simulate::simulate_all(&opts.trace.display().to_string(), &trace, &policies, &sim);
+    write_json(opts, &report)?;
     Ok(report.render())
 }
 
