@@ -122,6 +122,28 @@ impl View {
         }
     }
 
+    /// As [`View::pre_filter`], with only the cliques whose label `keep` accepts in the running:
+    /// the others are refused with `reason` (UnschedulableAndUnresolvable) **before** the
+    /// best-fitting cliques are chosen, so the domain is offered the best fit among the cliques
+    /// kept, where narrowing the shipped answer afterwards could only keep what the shipped
+    /// choice of the best [`CANDIDATE_CLIQUES`] offered. For a policy that confines domains to
+    /// some cliques (a team's racks); every other rule of the shipped decision holds.
+    pub fn pre_filter_within(
+        &mut self,
+        pod: StrId,
+        overlay: &[OverlayOp],
+        now_ms: i64,
+        keep: &dyn Fn(&str) -> bool,
+        reason: &str,
+    ) -> PreFilterResult {
+        self.excluded = self.cliques.keys().copied().filter(|&id| !keep(self.str(id))).collect();
+        self.excluded_reason = String::from(reason);
+        let r = self.pre_filter(pod, overlay, now_ms);
+        self.excluded.clear();
+        self.excluded_reason.clear();
+        r
+    }
+
     /// Why the pod `key` of a domain that has not started waits (or `Placeable`), with the
     /// text of its verdict; None for a pod of a started domain or no ComputeDomain pod. A pure
     /// function of the view at `self.now_ms`, as PreFilter without an overlay decides it.
@@ -314,7 +336,7 @@ impl View {
         let mut held_for: Vec<(StrId, Reservation)> = Vec::new();
         let prio = self.domain_priority(m.domain);
         for (&id, c) in &self.cliques {
-            if c.usable == 0 {
+            if c.usable == 0 || self.excluded.contains(&id) {
                 continue;
             }
             let reserve = if size.size >= c.usable { 0 } else { self.args.reserve_trays_per_clique };
@@ -348,6 +370,9 @@ impl View {
             }
             if !held_for.is_empty() {
                 reserve_note.push_str(" (a clique reserved for a domain waiting longer is not used)");
+            }
+            if !self.excluded.is_empty() {
+                reserve_note.push_str(&format!(" (cliques this policy leaves out: {})", self.excluded_reason));
             }
             let own = reservations.iter().find(|x| x.domain == m.domain);
             if let Some(own) = own {
@@ -471,6 +496,9 @@ impl View {
                 continue;
             }
             let verdict = match (taken.get(&id), held_for.get(&id)) {
+                _ if self.excluded.contains(&id) => {
+                    r.verdict(Code::UnschedulableAndUnresolvable, self.excluded_reason.clone())
+                }
                 (_, Some(res)) => r.verdict(
                     Code::Unschedulable,
                     format!(
@@ -534,6 +562,51 @@ mod tests {
         assert_eq!(before.0, Code::Unschedulable);
         assert_eq!(before, after, "the reason moved with the fleet");
         assert!(before.1.ends_with("; no clique has that many free now"), "{}", before.1);
+    }
+
+    /// A policy that confines a domain to some cliques is offered the best fit among them, even
+    /// when none of them ranks among the CANDIDATE_CLIQUES best of all (narrowing the shipped
+    /// answer afterwards would leave it nothing); the others are refused with its reason, and
+    /// when no kept clique has room the domain waits saying so.
+    #[test]
+    fn pre_filter_within_ranks_only_the_cliques_kept() {
+        let mut f = Fx::new("");
+        for c in 1..=5u32 {
+            f.rack(&format!("r{c}"), c, 18);
+            f.domain("ns", &format!("busy{c}"), &format!("uid-busy{c}"));
+            for i in 0..c {
+                f.pod("ns", &format!("busy{c}-{i}"), &format!("busy{c}"), |_| {});
+                f.bind("ns", &format!("busy{c}-{i}"), &format!("r{c}-{i:02}"));
+            }
+        }
+        f.domain("ns", "new", "uid-new");
+        f.pod("ns", "new-0", "new", |p| p.size_hint = Some(12));
+        let key = f.id("ns/new-0");
+        let (c1, c2) = (clique(1), clique(2));
+        let keep = |c: &str| c == c1 || c == c2;
+        let r = f.v.pre_filter_within(key, &[], 0, &keep, "team racks only");
+        assert_eq!(r.status.code, Code::Success);
+        let offered: Vec<&str> =
+            r.cliques.iter().filter(|c| c.verdict.code == Code::Success).map(|c| f.v.str(c.clique)).collect();
+        assert_eq!(offered, [c2.as_str(), c1.as_str()], "the kept cliques, best fit first");
+        let refused: Vec<_> = r.cliques.iter().filter(|c| c.verdict.code != Code::Success).collect();
+        assert_eq!(refused.len(), 3);
+        for c in refused {
+            assert_eq!(c.verdict.code, Code::UnschedulableAndUnresolvable);
+            assert_eq!(r.reason(c.verdict), "team racks only");
+        }
+        // The plain decision is unchanged afterwards (the exclusion lasts one call).
+        let plain = f.v.pre_filter(key, &[], 0);
+        assert!(plain.cliques.iter().any(|c| c.verdict.code == Code::Success && f.v.str(c.clique) == clique(5)));
+        // No kept clique with room (r5 has 13 trays free, the domain needs 14): it waits, naming
+        // the policy's reason, though four other cliques could take it.
+        f.domain("ns", "big", "uid-big");
+        f.pod("ns", "big-0", "big", |p| p.size_hint = Some(14));
+        let big = f.id("ns/big-0");
+        assert_eq!(f.v.pre_filter(big, &[], 0).status.code, Code::Success);
+        let r = f.v.pre_filter_within(big, &[], 0, &|c: &str| c == clique(5), "only r5");
+        assert_eq!(r.status.code, Code::Unschedulable, "{}", r.reason(r.status));
+        assert!(r.reason(r.status).ends_with("(cliques this policy leaves out: only r5)"), "{}", r.reason(r.status));
     }
 
     /// A new domain is offered its CANDIDATE_CLIQUES best-fitting cliques, with the per-node

@@ -141,6 +141,10 @@ pub struct View {
     pub(crate) tray_sizes: BTreeMap<u32, u32>,
     /// Nodes whose clique label is malformed.
     pub(crate) malformed: BTreeSet<StrId>,
+    /// Cliques a wrapping policy keeps out of the current decision, and why
+    /// ([`View::pre_filter_within`]); empty otherwise.
+    pub(crate) excluded: BTreeSet<StrId>,
+    pub(crate) excluded_reason: String,
 }
 
 pub(crate) fn bump<K: Ord>(m: &mut BTreeMap<K, u32>, k: K, add: bool) {

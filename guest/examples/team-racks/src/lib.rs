@@ -1,8 +1,10 @@
 //! team-racks: an example cdplace policy. Each team (a namespace) owns some racks (cliques);
 //! its ComputeDomains stay on them, best fit inside; other namespaces' domains stay off them.
 //! Everything else is the shipped policy, which this one wraps rather than copies: it asks the
-//! shipped [`View`] and narrows the answer with [`cliques::restrict`], which only ever turns a
-//! pass into a refusal, so every safety rule of the shipped policy still holds.
+//! shipped [`View`] with the cliques the domain may not use out of the running
+//! ([`View::pre_filter_within`], so it is offered the best fit among its team's racks wherever
+//! they rank among all), then narrows the answer with [`cliques::restrict`], which only ever
+//! turns a pass into a refusal, so every safety rule of the shipped policy still holds.
 //!
 //! The mapping comes in the plugin arguments, under `policyArgs` (the shipped policy accepts
 //! any object there and leaves it to the loaded component):
@@ -124,21 +126,18 @@ impl Allowed<'_> {
     }
 }
 
-impl TeamRacks {
-    /// The cliques the pod with this key may use.
-    fn allowed(&self, pod: StrId) -> Allowed<'_> {
-        let Some(fact) = self.view.pod_fact(pod) else { return Allowed::Any };
-        let ns = self.view.str(fact.namespace);
-        match self.teams.racks(ns) {
-            Some(racks) => {
-                Allowed::Only(racks, format!("ComputeDomains of namespace {ns} stay on its racks (teamRacks)"))
-            }
-            None if self.teams.dedicated && !self.teams.teams.is_empty() => Allowed::NotThese(
-                self.teams.owned(),
-                format!("the rack belongs to a team and namespace {ns} has none (teamRacks)"),
-            ),
-            None => Allowed::Any,
-        }
+/// The cliques the pod with key `pod` may use (borrowing only the teams, so the view is free to
+/// decide afterwards).
+fn allowed<'t>(teams: &'t TeamArgs, view: &View, pod: StrId) -> Allowed<'t> {
+    let Some(fact) = view.pod_fact(pod) else { return Allowed::Any };
+    let ns = view.str(fact.namespace);
+    match teams.racks(ns) {
+        Some(racks) => Allowed::Only(racks, format!("ComputeDomains of namespace {ns} stay on its racks (teamRacks)")),
+        None if teams.dedicated && !teams.teams.is_empty() => Allowed::NotThese(
+            teams.owned(),
+            format!("the rack belongs to a team and namespace {ns} has none (teamRacks)"),
+        ),
+        None => Allowed::Any,
     }
 }
 
@@ -155,18 +154,20 @@ impl Policy for TeamRacks {
     }
 
     fn pre_filter(&mut self, pod: StrId, overlay: &[OverlayOp], now_ms: i64) -> PreFilterResult {
-        let mut r = self.view.pre_filter(pod, overlay, now_ms);
-        // Only ComputeDomain pods the shipped rules would place are narrowed.
-        if r.status.code != Code::Success || r.domain.is_none() {
-            return r;
-        }
-        let allowed = self.allowed(pod);
+        let allowed = allowed(&self.teams, &self.view, pod);
         let reason = match &allowed {
-            Allowed::Any => return r,
+            Allowed::Any => return self.view.pre_filter(pod, overlay, now_ms),
             Allowed::Only(_, why) | Allowed::NotThese(_, why) => why.clone(),
         };
-        let view = &self.view;
-        cliques::restrict(view, &mut r, |c| allowed.keeps(view.str(c)), &reason);
+        // The cliques left out are out of the running before the shipped best fit ranks the
+        // rest: the domain is offered the best of its team's racks, wherever they rank among all.
+        let mut r = self.view.pre_filter_within(pod, overlay, now_ms, &|c| allowed.keeps(c), &reason);
+        // Trays of no clique, and anything else the shipped answer lets pass outside the kept
+        // cliques, are refused too (restrict only ever turns a pass into a refusal).
+        if r.status.code == Code::Success && r.domain.is_some() {
+            let view = &self.view;
+            cliques::restrict(view, &mut r, |c| allowed.keeps(view.str(c)), &reason);
+        }
         r
     }
 
@@ -174,7 +175,7 @@ impl Policy for TeamRacks {
         let mut p = self.view.preempt(pod, now_ms);
         if let Some(plan) = &p.plan {
             let clique = self.view.str(plan.clique).to_string();
-            if !self.allowed(pod).keeps(&clique) {
+            if !allowed(&self.teams, &self.view, pod).keeps(&clique) {
                 p.plan = None;
                 p.reason =
                     format!("preemption would free clique {clique}, which this pod's domain may not use (teamRacks)");

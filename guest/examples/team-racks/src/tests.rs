@@ -74,6 +74,46 @@ fn without_teams_it_answers_as_the_shipped_policy() {
     }
 }
 
+/// Five racks of 18; racks 1-3 each run a domain (the shipped best fit ranks them first, and
+/// offers only its 3 best-fitting cliques); team-a owns the two empty ones, 4 and 5, which rank
+/// last. Its domain is offered them all the same: the cliques it may not use are out of the
+/// running before the ranking (`View::pre_filter_within`), not cut from the shipped offer.
+#[test]
+fn a_teams_racks_are_offered_where_the_shipped_ranking_would_pass_them_over() {
+    let args = r#"{"policyArgs":{"teams":{"team-a":["0f8e7d6c-5b4a-4321-9876-abcdef012345.4","0f8e7d6c-5b4a-4321-9876-abcdef012345.5"]}}}"#;
+    let mut objs = Vec::new();
+    for (id, prefix) in [(1, "a"), (2, "b"), (3, "c"), (4, "d"), (5, "e")] {
+        objs.extend(rack(prefix, id, 18));
+    }
+    for (id, prefix) in [(1, "a"), (2, "b"), (3, "c")] {
+        objs.extend(domain("ml", &format!("run{id}"), &format!("uid-run{id}")));
+        for t in 0..id {
+            objs.push(bound(cd_pod("ml", &format!("run{id}"), &format!("run{id}-{t}")), &format!("{prefix}-{t:02}")));
+        }
+    }
+    objs.extend(domain("team-a", "cd", "uid-team-a"));
+    for i in 0..4 {
+        objs.push(cd_pod("team-a", "cd", &format!("p{i}")));
+    }
+    // The shipped policy offers racks 3, 2 and 1 (the fullest) and passes 4 and 5 over.
+    let shipped = Cluster::new(native::<View>(), "").unwrap();
+    for o in &objs {
+        shipped.apply(o).unwrap();
+    }
+    let s = shipped.pre_filter("team-a", "p0", &[]).unwrap();
+    assert_ne!(node_verdict(&s, "d-00", Some(&clique(4))).0, Code::Success, "the fixture must rank 4 and 5 last");
+    let d = decide(args, &objs, "team-a");
+    assert_eq!(d.status.code, Code::Success, "{d:?}");
+    for (node, c) in [("d-00", 4), ("e-00", 5)] {
+        assert_eq!(node_verdict(&d, node, Some(&clique(c))).0, Code::Success, "{node}: {d:?}");
+    }
+    for (node, c) in [("a-05", 1), ("b-05", 2), ("c-05", 3)] {
+        let (code, reason, _) = node_verdict(&d, node, Some(&clique(c)));
+        assert_eq!(code, Code::UnschedulableAndUnresolvable, "{node}");
+        assert_eq!(reason, "ComputeDomains of namespace team-a stay on its racks (teamRacks)");
+    }
+}
+
 #[test]
 fn a_full_team_waits_rather_than_spill() {
     // team-a owns only clique 3 (6 trays); a 7-pod domain can never fit it.
