@@ -213,6 +213,12 @@ func (r *TraceRecorder) Close() error {
 		return r.Err()
 	}
 	r.mu.Lock()
+	// Records dropped at the tail, with no send after them to carry the gap record: closing may
+	// wait for the writer, so the gap is marked whatever the writer's pace.
+	if r.gap {
+		r.ch <- r.gapRecord()
+		r.gap = false
+	}
 	close(r.ch)
 	r.mu.Unlock()
 	<-r.done
@@ -285,11 +291,8 @@ func (r *TraceRecorder) send(p []byte) {
 		return
 	}
 	if r.gap {
-		g := []byte{RecordGap}
-		g = binary.LittleEndian.AppendUint64(g, r.dropped.Load())
-		g = binary.LittleEndian.AppendUint64(g, r.position.Load())
 		select {
-		case r.ch <- g:
+		case r.ch <- r.gapRecord():
 			r.gap = false
 		default:
 			r.drop()
@@ -302,6 +305,13 @@ func (r *TraceRecorder) send(p []byte) {
 		r.drop()
 		r.gap = true
 	}
+}
+
+// gapRecord is the record marking drops: the count so far and the position reached.
+func (r *TraceRecorder) gapRecord() []byte {
+	g := []byte{RecordGap}
+	g = binary.LittleEndian.AppendUint64(g, r.dropped.Load())
+	return binary.LittleEndian.AppendUint64(g, r.position.Load())
 }
 
 func (r *TraceRecorder) drop() {
