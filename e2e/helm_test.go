@@ -167,6 +167,7 @@ func TestHelmChart(t *testing.T) {
 	t.Run("LintAndTemplate", func(t *testing.T) { testChartLintAndTemplate(t, bin) })
 	t.Run("Refusals", func(t *testing.T) { testChartRefusals(t, bin) })
 	t.Run("PolicyConfigMaps", func(t *testing.T) { testChartPolicyConfigMaps(t, bin) })
+	t.Run("Record", func(t *testing.T) { testChartRecord(t, bin) })
 	t.Run("DeployRBACIsTheChart", func(t *testing.T) { testDeployRBACIsTheChart(t, bin) })
 	t.Run("SchemaMatchesValues", testChartSchemaMatchesValues)
 	t.Run("ViewerIsWhatTheCLIReads", func(t *testing.T) { testChartViewerIsWhatTheCLIReads(t, bin) })
@@ -471,6 +472,8 @@ func testChartRefusals(t *testing.T, bin string) {
 		{"priorityClass.value=2000000000", "/priorityClass/value': maximum"},
 		{"resources.limits.memory=1100Mi", "leaves 76Mi beside the policy instances' 1024Mi"},
 		{"policy.configMap=p,plugin.args.policy.source=embedded", "set policy.configMap or plugin.args.policy, not both"},
+		{"record.enabled=true,plugin.args.recordPath=/x", "set record.enabled or plugin.args.recordPath, not both"},
+		{"record.sizeLimit=lots", "/record/sizeLimit"},
 		{"shadowPolicy.configMap=Not_A_Name", "/shadowPolicy/configMap"},
 	} {
 		_, err := helmRun(t, bin, "template", helmRelease, chartDir(), "--set", c.set)
@@ -895,23 +898,70 @@ func testDeployRBACIsTheChart(t *testing.T, bin string) {
 // policy and shadowPolicy sources (ConfigMaps in the release namespace), and the scheduler may
 // read those two ConfigMaps and no other; without them the args name no source and no Role is
 // rendered for them.
-func testChartPolicyConfigMaps(t *testing.T, bin string) {
-	const ns = "cdplace-system"
-	args := func(objs []*unstructured.Unstructured) map[string]any {
-		_, cfg := chartSchedulerConfig(t, objs)
-		profiles, _ := cfg["profiles"].([]any)
-		for _, p := range profiles {
-			pcs, _ := p.(map[string]any)["pluginConfig"].([]any)
-			for _, pc := range pcs {
-				if m, _ := pc.(map[string]any); m["name"] == "ComputeDomainPlacement" {
-					a, _ := m["args"].(map[string]any)
-					return a
-				}
+// chartPluginArgs is the ComputeDomainPlacement args of the rendered scheduler configuration.
+func chartPluginArgs(t *testing.T, objs []*unstructured.Unstructured) map[string]any {
+	t.Helper()
+	_, cfg := chartSchedulerConfig(t, objs)
+	profiles, _ := cfg["profiles"].([]any)
+	for _, p := range profiles {
+		pcs, _ := p.(map[string]any)["pluginConfig"].([]any)
+		for _, pc := range pcs {
+			if m, _ := pc.(map[string]any); m["name"] == "ComputeDomainPlacement" {
+				a, _ := m["args"].(map[string]any)
+				return a
 			}
 		}
-		t.Fatal("no ComputeDomainPlacement args in the rendered configuration")
-		return nil
 	}
+	t.Fatal("no ComputeDomainPlacement args in the rendered configuration")
+	return nil
+}
+
+// testChartRecord: record.enabled sets recordPath to an emptyDir the scheduler container mounts
+// (its root filesystem is read-only), of record.sizeLimit; off, neither is rendered.
+func testChartRecord(t *testing.T, bin string) {
+	const ns = "cdplace-system"
+	const path = "/var/lib/cdplace/record"
+	volumes := func(objs []*unstructured.Unstructured) (mounts, vols map[string]map[string]any) {
+		d := chartObject(t, objs, "Deployment", helmRelease)
+		mounts, vols = map[string]map[string]any{}, map[string]map[string]any{}
+		cs, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+		for _, c := range cs {
+			ms, _, _ := unstructured.NestedSlice(c.(map[string]any), "volumeMounts")
+			for _, m := range ms {
+				m := m.(map[string]any)
+				mounts[m["name"].(string)] = m
+			}
+		}
+		vs, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "volumes")
+		for _, v := range vs {
+			v := v.(map[string]any)
+			vols[v["name"].(string)] = v
+		}
+		return mounts, vols
+	}
+	plain := chartRender(t, bin, ns)
+	if a := chartPluginArgs(t, plain); a["recordPath"] != nil {
+		t.Errorf("recordPath %v without record.enabled", a["recordPath"])
+	}
+	if m, v := volumes(plain); m["record"] != nil || v["record"] != nil {
+		t.Errorf("a record volume without record.enabled: %v %v", m["record"], v["record"])
+	}
+	objs := chartRender(t, bin, ns, "record.enabled=true", "record.sizeLimit=2Gi")
+	if a := chartPluginArgs(t, objs); a["recordPath"] != path {
+		t.Errorf("recordPath %v; want %s", a["recordPath"], path)
+	}
+	m, v := volumes(objs)
+	if m["record"] == nil || m["record"]["mountPath"] != path || m["record"]["readOnly"] == true {
+		t.Errorf("the record mount %v; want a writable mount at %s", m["record"], path)
+	}
+	if limit, _, _ := unstructured.NestedString(v["record"], "emptyDir", "sizeLimit"); limit != "2Gi" {
+		t.Errorf("the record volume %v; want an emptyDir of sizeLimit 2Gi", v["record"])
+	}
+}
+
+func testChartPolicyConfigMaps(t *testing.T, bin string) {
+	const ns = "cdplace-system"
+	args := func(objs []*unstructured.Unstructured) map[string]any { return chartPluginArgs(t, objs) }
 	plain := chartRender(t, bin, ns)
 	if a := args(plain); a["policy"] != nil || a["shadowPolicy"] != nil {
 		t.Errorf("without policy values the args name a source: %v %v", a["policy"], a["shadowPolicy"])

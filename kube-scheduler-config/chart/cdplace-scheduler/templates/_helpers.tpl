@@ -124,7 +124,15 @@ system-cluster-critical
 {{- $_ := set $args $field (dict "source" "configMap" "namespace" $.Release.Namespace "name" $src.configMap "key" $src.key) -}}
 {{- end -}}
 {{- end -}}
+{{- if .Values.record.enabled -}}
+{{- $_ := set $args "recordPath" (include "cdplace-scheduler.recordPath" .) -}}
+{{- end -}}
 {{- toYaml $args -}}
+{{- end -}}
+
+{{/* Where record.enabled mounts the recorder's emptyDir. */}}
+{{- define "cdplace-scheduler.recordPath" -}}
+/var/lib/cdplace/record
 {{- end -}}
 
 {{/* The ConfigMaps the policy sources name (the scheduler reads only these). */}}
@@ -142,6 +150,9 @@ system-cluster-critical
 {{- if and (get $.Values $field).configMap (hasKey $.Values.plugin.args $field) -}}
 {{- fail (printf "set %s.configMap or plugin.args.%s, not both (%s.configMap is plugin.args.%s {source: configMap} in the release namespace, with the RBAC to read it)" $field $field $field $field) -}}
 {{- end -}}
+{{- end -}}
+{{- if and .Values.record.enabled (hasKey .Values.plugin.args "recordPath") -}}
+{{- fail "set record.enabled or plugin.args.recordPath, not both (record.enabled is plugin.args.recordPath on an emptyDir the chart mounts)" -}}
 {{- end -}}
 {{- if eq .Values.leaderElection.leaseName "kube-scheduler" -}}
 {{- fail "leaderElection.leaseName must not be kube-scheduler: that is the stock scheduler's lease, and holding it would stop (or be stopped by) the cluster's default scheduler" -}}
