@@ -639,18 +639,8 @@ impl Report {
             rows.push(("made by another component".into(), col(&|p| p.recorded_by_other.to_string())));
         }
         rows.push(("differing domains".into(), col(&|p| p.differing.len().to_string())));
-        let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
-        let widths: Vec<usize> =
-            (0..self.policies.len()).map(|i| rows.iter().map(|r| r.1[i].len()).max().unwrap_or(0)).collect();
         out.push('\n');
-        for (label, cells) in &rows {
-            let _ = write!(out, "{label:<w0$}");
-            for (c, w) in cells.iter().zip(&widths) {
-                let _ = write!(out, "  {c:<w$}");
-            }
-            out.truncate(out.trim_end().len());
-            out.push('\n');
-        }
+        columns(&mut out, &rows);
         for p in &self.policies {
             if let Some(e) = &p.error {
                 let _ = writeln!(out, "\n{}: {e}", short(&p.policy));
@@ -675,7 +665,23 @@ impl Report {
     }
 }
 
-fn short(path: &str) -> String {
+/// Writes `rows` (a label, then a cell per policy) as aligned columns, a line each.
+pub(crate) fn columns(out: &mut String, rows: &[(String, Vec<String>)]) {
+    let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+    let n = rows.first().map_or(0, |r| r.1.len());
+    let widths: Vec<usize> = (0..n).map(|i| rows.iter().map(|r| r.1[i].len()).max().unwrap_or(0)).collect();
+    for (label, cells) in rows {
+        let _ = write!(out, "{label:<w0$}");
+        for (c, w) in cells.iter().zip(&widths) {
+            let _ = write!(out, "  {c:<w$}");
+        }
+        out.truncate(out.trim_end().len());
+        out.push('\n');
+    }
+}
+
+/// A component's file name, for column heads.
+pub(crate) fn short(path: &str) -> String {
     Path::new(path).file_name().map_or_else(|| path.to_string(), |f| f.to_string_lossy().into_owned())
 }
 

@@ -62,7 +62,7 @@ use cdplace_host::extract::{Kind, Object, PodClaim};
 use cdplace_host::{Cluster, Code, Decision, Record, decision, facts};
 use serde::{Deserialize, Serialize};
 
-use super::{Policy, SIZE_CLASSES, TraceError};
+use super::{Policy, SIZE_CLASSES, TraceError, columns, short};
 
 /// GPUs per tray (the bench's `gpusPerTray`).
 pub const GPUS_PER_TRAY: u32 = 4;
@@ -1359,18 +1359,8 @@ impl SimReport {
             col(&|p| format!("{} + {}", p.pre_filter_calls, p.steer_calls)),
         ));
         rows.push(("wall time".into(), col(&|p| format!("{:.2} s", p.wall_seconds))));
-        let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
-        let widths: Vec<usize> =
-            (0..self.policies.len()).map(|i| rows.iter().map(|r| r.1[i].len()).max().unwrap_or(0)).collect();
         out.push('\n');
-        for (label, cells) in &rows {
-            let _ = write!(out, "{label:<w0$}");
-            for (c, w) in cells.iter().zip(&widths) {
-                let _ = write!(out, "  {c:<w$}");
-            }
-            out.truncate(out.trim_end().len());
-            out.push('\n');
-        }
+        columns(&mut out, &rows);
         for p in &self.policies {
             if let Some(e) = &p.error {
                 let _ = writeln!(out, "\n{}: {e}", short(&p.policy));
@@ -1382,10 +1372,6 @@ impl SimReport {
 
 fn num(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.0}"))
-}
-
-fn short(path: &str) -> String {
-    Path::new(path).file_name().map_or_else(|| path.to_string(), |f| f.to_string_lossy().into_owned())
 }
 
 #[cfg(test)]
