@@ -539,6 +539,23 @@ mod tests {
     use crate::testutil::{Fx, clique};
     use crate::verdict::Code;
 
+    /// Five cliques of 18 with 1..=5 trays busy (each a domain's), and a new domain of 12 trays
+    /// pending (`ns/new-0`): the 5-busy clique is its best fit.
+    fn five_racks_and_a_new_domain_of_12() -> Fx {
+        let mut f = Fx::new("");
+        for c in 1..=5u32 {
+            f.rack(&format!("r{c}"), c, 18);
+            f.domain("ns", &format!("busy{c}"), &format!("uid-busy{c}"));
+            for i in 0..c {
+                f.pod("ns", &format!("busy{c}-{i}"), &format!("busy{c}"), |_| {});
+                f.bind("ns", &format!("busy{c}-{i}"), &format!("r{c}-{i:02}"));
+            }
+        }
+        f.domain("ns", "new", "uid-new");
+        f.pod("ns", "new-0", "new", |p| p.size_hint = Some(12));
+        f
+    }
+
     /// A waiting domain's reason does not move with the fleet: a tray freed in the clique that
     /// comes closest changes what the domain's status offers, not the words every retry of
     /// every pod says (the events library folds only identical messages into one series).
@@ -570,17 +587,7 @@ mod tests {
     /// when no kept clique has room the domain waits saying so.
     #[test]
     fn pre_filter_within_ranks_only_the_cliques_kept() {
-        let mut f = Fx::new("");
-        for c in 1..=5u32 {
-            f.rack(&format!("r{c}"), c, 18);
-            f.domain("ns", &format!("busy{c}"), &format!("uid-busy{c}"));
-            for i in 0..c {
-                f.pod("ns", &format!("busy{c}-{i}"), &format!("busy{c}"), |_| {});
-                f.bind("ns", &format!("busy{c}-{i}"), &format!("r{c}-{i:02}"));
-            }
-        }
-        f.domain("ns", "new", "uid-new");
-        f.pod("ns", "new-0", "new", |p| p.size_hint = Some(12));
+        let mut f = five_racks_and_a_new_domain_of_12();
         let key = f.id("ns/new-0");
         let (c1, c2) = (clique(1), clique(2));
         let keep = |c: &str| c == c1 || c == c2;
@@ -614,18 +621,8 @@ mod tests {
     /// nodes are outside the PreFilterResult) and costs no per-node verdict.
     #[test]
     fn only_the_best_fitting_cliques_are_offered() {
-        let mut f = Fx::new("");
         // Five cliques of 18 with 1..=5 trays busy: the 5-busy clique is the best fit for 12.
-        for c in 1..=5u32 {
-            f.rack(&format!("r{c}"), c, 18);
-            f.domain("ns", &format!("busy{c}"), &format!("uid-busy{c}"));
-            for i in 0..c {
-                f.pod("ns", &format!("busy{c}-{i}"), &format!("busy{c}"), |_| {});
-                f.bind("ns", &format!("busy{c}-{i}"), &format!("r{c}-{i:02}"));
-            }
-        }
-        f.domain("ns", "new", "uid-new");
-        f.pod("ns", "new-0", "new", |p| p.size_hint = Some(12));
+        let mut f = five_racks_and_a_new_domain_of_12();
         let key = f.id("ns/new-0");
         let r = f.v.pre_filter(key, &[], 0);
         assert_eq!(r.status.code, Code::Success);
