@@ -8,7 +8,10 @@
 //! - the [`Policy`] trait, one method per export of the world, implemented by [`View`] (the
 //!   shipped rules); a new policy wraps a `View` and changes what it must;
 //! - helpers for cliques and trays ([`cliques`]): the clique a node counts in, and narrowing an
-//!   answer to some cliques, the one edit that can never break the safety rules;
+//!   answer to some cliques, the one edit that can never break the safety rules; to confine a
+//!   domain to some cliques, ask [`View::pre_filter_within`] instead, which leaves the others out
+//!   before the shipped best fit offers its best few (narrowing its answer afterwards keeps only
+//!   what it offered);
 //! - [`export_policy!`]: the whole component glue (wit-bindgen bindings, allocator, panic
 //!   handler) for a type implementing [`Policy`] + [`Default`], on `wasm32`;
 //! - `harness` (feature `harness`, std): runs a policy on fixtures of Kubernetes objects natively
