@@ -33,6 +33,8 @@ type PolicyClass struct {
 type PolicyResult struct {
 	Policy string `json:"policy"`
 	Live   bool   `json:"live"`
+	// Simulated: a policy component run offline by `cdplace replay --simulate` (-simulate).
+	Simulated bool `json:"simulated,omitempty"`
 	// End: the run's end in trace seconds (every domain completed, or the cap); Capped: the cap
 	// ended it with domains left, so waits and started counts are lower bounds.
 	End    float64 `json:"endTraceSeconds"`
@@ -42,7 +44,8 @@ type PolicyResult struct {
 	// TraysAllocatedWindow: the mean allocated trays over the arrival window.
 	TraysAllocatedWindow float64       `json:"traysAllocatedInWindow"`
 	Classes              []PolicyClass `json:"classes"`
-	// Live runs only.
+	// Live runs and simulations only (a simulation counts every domain that was ever part
+	// bound, stalled or not).
 	Splits           int `json:"splits"`
 	PrepareRefusals  int `json:"prepareRefusals"`
 	StalledPartBound int `json:"stalledPartBound"`
@@ -261,11 +264,12 @@ type Comparison struct {
 	OfferedLoad float64         `json:"offeredLoad"`
 	Window      float64         `json:"arrivalWindowTraceSeconds"`
 	Policies    []*PolicyResult `json:"policies"`
-	// DoneWhen: each live configuration's checks against EASY.
+	// DoneWhen: each live configuration's or simulated policy's checks against EASY.
 	DoneWhen map[string][]Check `json:"doneWhen,omitempty"`
 }
 
-// compare builds the comparison of the live results (possibly none) and the references on tr.
+// compare builds the comparison of the live or simulated results (possibly none) and the
+// references on tr, with issue 36's checks of each against EASY.
 func compare(tr Trace, live []*PolicyResult) (*Comparison, error) {
 	refs, err := references(tr)
 	if err != nil {
@@ -296,7 +300,7 @@ func comparisonTable(c *Comparison) string {
 			end += " (capped: lower bounds)"
 		}
 		live := "–"
-		if p.Live {
+		if p.Live || p.Simulated {
 			live = fmt.Sprintf("%d / %d / %d", p.Splits, p.PrepareRefusals, p.StalledPartBound)
 		}
 		for i, cl := range p.Classes {

@@ -77,6 +77,7 @@ type options struct {
 	untilDone          bool
 	cap                float64 // trace seconds
 	referenceOnly      bool
+	simulate           *simOptions // -reference-only -simulate; nil: none
 }
 
 func main() {
@@ -90,6 +91,9 @@ func main() {
 	flag.BoolVar(&o.untilDone, "until-done", true, "after the arrivals, run until every domain and plain pod has completed (or -cap); false: withdraw everything at -horizon")
 	flag.Float64Var(&o.cap, "cap", 0, "with -until-done, end the run this many trace seconds after the start even if domains are left (reported as capped; their waits are then lower bounds); 0: 4 × -horizon")
 	flag.BoolVar(&o.referenceOnly, "reference-only", false, "only simulate the offline references (EASY, conservative backfill, runtime-blind FIFO) on each seed's and load's trace, write their per-class figures and charts under -out/reference, and exit (no control plane; seconds)")
+	simulate := flag.String("simulate", "", "with -reference-only: also schedule each trace offline with these policy components (comma-separated files, or \"shipped\" for the one built into the CLI) by `cdplace replay --simulate`, check issue 36's \"Done when\" on every trace and tally the checks per load (seconds per trace and policy)")
+	simulateFlags := flag.String("simulate-flags", "", "more `cdplace replay --simulate` flags for -simulate, e.g. \"--time-scale 1 --deadline-factor 1.5\"")
+	cli := flag.String("cdplace", "target/release/cdplace", "the cdplace CLI for -simulate (relative to -repo unless absolute)")
 	labelLagTrace := flag.Float64("label-lag-trace", 0, "the label lag in trace seconds (sets -label-lag to this / -time-scale, so the lag keeps its share of a lifetime at any compression); 0: -label-lag as given")
 	seed := flag.Uint64("seed", 0, "one trace seed (overrides -seeds)")
 	flag.IntVar(&o.racks, "racks", 8, "NVL72 racks, one 18-tray clique each")
@@ -126,6 +130,14 @@ func main() {
 			err = fmt.Errorf("a list of loads needs -reference-only (one load per live run)")
 		}
 		fmt.Fprintln(os.Stderr, "cdplace-bench-placement: -load:", err)
+		os.Exit(2)
+	}
+	if *simulate != "" && !o.referenceOnly {
+		fmt.Fprintln(os.Stderr, "cdplace-bench-placement: -simulate needs -reference-only")
+		os.Exit(2)
+	}
+	if o.simulate, err = parseSimulate(o.root, *cli, *simulate, *simulateFlags); err != nil {
+		fmt.Fprintln(os.Stderr, "cdplace-bench-placement:", err)
 		os.Exit(2)
 	}
 	switch {

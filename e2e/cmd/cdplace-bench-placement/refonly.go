@@ -19,6 +19,8 @@ type ReferenceRun struct {
 	Seconds     float64       `json:"seconds"`
 	Comparisons []*Comparison `json:"comparisons"`
 	Loads       []float64     `json:"requestedLoads"`
+	// Tally: with -simulate, how many traces of each load every "Done when" check held on.
+	Tally []TallyRow `json:"tally,omitempty"`
 }
 
 // medianLifetime is the median domain lifetime of tr in trace seconds.
@@ -50,27 +52,45 @@ func referenceOnly(o options, w io.Writer) (int, error) {
 	began := time.Now()
 	run := &ReferenceRun{Generated: began.UTC().Format(time.RFC3339), Command: strings.Join(os.Args, " "), Loads: o.loads}
 	var sb strings.Builder
+	var loads []float64 // the load each comparison's trace was made for
 	for _, load := range o.loads {
 		for _, seed := range o.seeds {
 			tr := GenerateTrace(o.traceSpec(seed, load))
-			cmp, err := compare(tr, nil)
+			dir := filepath.Join(out, loadDir(load), fmt.Sprintf("seed-%d", seed))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return 1, err
+			}
+			trace, _ := json.MarshalIndent(tr, "", " ")
+			tracePath := filepath.Join(dir, "trace.json")
+			if err := os.WriteFile(tracePath, append(trace, '\n'), 0o644); err != nil {
+				return 1, err
+			}
+			var sims []*PolicyResult
+			if o.simulate != nil {
+				if sims, err = o.simulate.simulate(tr, tracePath); err != nil {
+					return 1, fmt.Errorf("seed %d, load %g: %w", seed, load, err)
+				}
+			}
+			cmp, err := compare(tr, sims)
 			if err != nil {
 				return 1, fmt.Errorf("seed %d, load %g: %w", seed, load, err)
 			}
 			run.Comparisons = append(run.Comparisons, cmp)
-			dir := filepath.Join(out, loadDir(load), fmt.Sprintf("seed-%d", seed))
+			loads = append(loads, load)
 			if err := writeCharts(dir, comparisonCharts(cmp)); err != nil {
 				return 1, err
 			}
 			table := comparisonTable(cmp)
-			trace, _ := json.MarshalIndent(tr, "", " ")
-			for name, data := range map[string][]byte{"summary.md": []byte(table), "trace.json": append(trace, '\n')} {
-				if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-					return 1, err
-				}
+			if err := os.WriteFile(filepath.Join(dir, "summary.md"), []byte(table), 0o644); err != nil {
+				return 1, err
 			}
 			fmt.Fprintf(&sb, "### Load %g, seed %d\n\n%s\n", load, seed, table)
 		}
+	}
+	var head string
+	if o.simulate != nil {
+		run.Tally = tally(run.Comparisons, loads)
+		head = fmt.Sprintf("Simulated with `cdplace replay --simulate %s`\n\n%s\n", strings.Join(o.simulate.flags, " "), tallyTable(run.Tally))
 	}
 	run.Seconds = time.Since(began).Seconds()
 	data, err := json.MarshalIndent(run, "", "  ")
@@ -80,8 +100,8 @@ func referenceOnly(o options, w io.Writer) (int, error) {
 	if err := os.WriteFile(filepath.Join(out, "reference.json"), append(data, '\n'), 0o644); err != nil {
 		return 1, err
 	}
-	summary := fmt.Sprintf("Offline references (EASY, conservative backfill, runtime-blind FIFO) on %d traces in %.2f s\n\n%s",
-		len(run.Comparisons), run.Seconds, sb.String())
+	summary := fmt.Sprintf("Offline references (EASY, conservative backfill, runtime-blind FIFO) on %d traces in %.2f s\n\n%s%s",
+		len(run.Comparisons), run.Seconds, head, sb.String())
 	if err := os.WriteFile(filepath.Join(out, "summary.md"), []byte(summary), 0o644); err != nil {
 		return 1, err
 	}

@@ -68,6 +68,8 @@ use super::{Policy, SIZE_CLASSES, TraceError, columns, short};
 pub const GPUS_PER_TRAY: u32 = 4;
 /// The policy clock at trace time 0 (Unix ms): any fixed instant.
 const EPOCH_MS: i64 = 1_800_000_000_000;
+/// Share of the horizon that arrivals come in (the bench's `arrivalWindow`).
+const ARRIVAL_WINDOW: f64 = 0.8;
 /// The plugin args of the shipped profile (kube-scheduler-config/scheduler-config.yaml).
 pub const SHIPPED_ARGS: &str = r#"{"imexMode":"DriverManaged","wholeTray":"Require","reserveTraysPerClique":0,"cliqueLabel":"nvidia.com/gpu.clique"}"#;
 
@@ -348,6 +350,11 @@ pub struct SimPolicyReport {
     pub allocation: f64,
     /// The same counting only domains with every pod bound, and plain pods.
     pub useful_allocation_to_horizon: f64,
+    /// The arrival window (trace seconds): the first 80% of the horizon, the bench's
+    /// `arrivalWindow` (a reader of this report checks it against its own), and the mean
+    /// number of trays allocated over it (domains' and plain pods').
+    pub window: f64,
+    pub trays_allocated_in_window: f64,
     /// When the simulation ended (trace seconds): the last departure, or the cap.
     pub end: f64,
     pub capped: bool,
@@ -516,6 +523,7 @@ struct Sim<'a, D: Decider> {
     rep: SimPolicyReport,
     // Tray-seconds integrated up to `now`.
     busy_h: f64,
+    busy_window: f64,
     useful_h: f64,
     healthy_h: f64,
     busy: f64,
@@ -551,6 +559,8 @@ impl SimPolicyReport {
             replacement_pods: 0,
             allocation_to_horizon: 0.0,
             allocation: 0.0,
+            window: 0.0,
+            trays_allocated_in_window: 0.0,
             useful_allocation_to_horizon: 0.0,
             end: 0.0,
             capped: false,
@@ -583,6 +593,7 @@ pub fn simulate<D: Decider>(trace: &BenchTrace, d: &mut D, opts: &SimOptions) ->
         changed: 0.0,
         rep: SimPolicyReport::empty(),
         busy_h: 0.0,
+        busy_window: 0.0,
         useful_h: 0.0,
         healthy_h: 0.0,
         busy: 0.0,
@@ -689,6 +700,13 @@ impl<D: Decider> Sim<'_, D> {
         self.cds.iter().all(|c| c.departed) && self.plain.iter().all(|p| p.departed)
     }
 
+    /// The arrival window: the bench's traces bring every arrival in the first 80% of the
+    /// horizon (`arrivalWindow` in e2e/cmd/cdplace-bench-placement/trace.go; the bench checks
+    /// the `window` this report carries against its own).
+    fn window(&self) -> f64 {
+        ARRIVAL_WINDOW * self.trace.spec.horizon
+    }
+
     /// Moves the clock to `t`, integrating allocation.
     fn advance(&mut self, t: f64) {
         let dt = t - self.now;
@@ -709,6 +727,7 @@ impl<D: Decider> Sim<'_, D> {
             }
             let h = (t.min(self.trace.spec.horizon) - self.now).max(0.0);
             self.busy_h += busy * h;
+            self.busy_window += busy * (t.min(self.window()) - self.now).max(0.0);
             self.useful_h += useful * h;
             self.healthy_h += healthy * h;
             self.busy += busy * dt;
@@ -1167,11 +1186,14 @@ impl<D: Decider> Sim<'_, D> {
     fn finish(&mut self) {
         let end = self.now;
         let horizon = self.trace.spec.horizon;
+        let window = self.window();
         let rep = &mut self.rep;
         rep.end = end;
         rep.allocation_to_horizon = ratio(self.busy_h, self.healthy_h);
         rep.useful_allocation_to_horizon = ratio(self.useful_h, self.healthy_h);
         rep.allocation = ratio(self.busy, self.healthy);
+        rep.window = window;
+        rep.trays_allocated_in_window = ratio(self.busy_window, window);
         let mut waits: Vec<Vec<f64>> = vec![Vec::new(); SIZE_CLASSES.len()];
         let mut censored: Vec<Vec<f64>> = vec![Vec::new(); SIZE_CLASSES.len()];
         // Domains that arrived before the end (all of them unless the run was capped).
@@ -1421,6 +1443,9 @@ mod tests {
         assert_eq!(r.classes[0].wait_p95, Some(80.0));
         // Busy trays: 2 on [0,10), 4 on [10,60), 2 on [60,100), 4 on [100,130): 420 of 520.
         assert!((r.allocation - 420.0 / 520.0).abs() < 1e-9, "{}", r.allocation);
+        // The arrival window is 800 of the 1,000 s horizon; all 420 tray-seconds fall in it.
+        assert_eq!(r.window, 800.0);
+        assert!((r.trays_allocated_in_window - 420.0 / 800.0).abs() < 1e-9, "{}", r.trays_allocated_in_window);
     }
 
     #[test]
