@@ -27,6 +27,8 @@ type PolicyClass struct {
 	// arrival window.
 	GPUHours       float64 `json:"gpuHours"`
 	GPUHoursWindow float64 `json:"gpuHoursInWindow"`
+	// waits: every domain's wait, counted as for WaitMedian, to pool across traces.
+	waits []float64
 }
 
 // PolicyResult is one policy (a live configuration or an offline reference) on one trace.
@@ -82,6 +84,7 @@ func policyClasses(spans []span, window, end float64) []PolicyClass {
 		cl.GPUHoursWindow += gpus * max(0, math.Min(stop, window)-math.Min(s.start, window)) / 3600
 	}
 	for i := range out {
+		out[i].waits = waits[i]
 		out[i].WaitMedian, out[i].WaitP95 = quantile(waits[i], 0.5), quantile(waits[i], 0.95)
 		jsonSafe(&out[i].WaitMedian) // no arrivals: -1, which JSON can carry and measured() rejects
 		jsonSafe(&out[i].WaitP95)

@@ -19,8 +19,10 @@ type ReferenceRun struct {
 	Seconds     float64       `json:"seconds"`
 	Comparisons []*Comparison `json:"comparisons"`
 	Loads       []float64     `json:"requestedLoads"`
-	// Tally: with -simulate, how many traces of each load every "Done when" check held on.
-	Tally []TallyRow `json:"tally,omitempty"`
+	// Tally: with -simulate, how many traces of each load every "Done when" check held on;
+	// Pooled: every policy's figures pooled over each load's traces.
+	Tally  []TallyRow   `json:"tally,omitempty"`
+	Pooled []*PooledRow `json:"pooled,omitempty"`
 }
 
 // medianLifetime is the median domain lifetime of tr in trace seconds.
@@ -90,7 +92,9 @@ func referenceOnly(o options, w io.Writer) (int, error) {
 	var head string
 	if o.simulate != nil {
 		run.Tally = tally(run.Comparisons, loads)
-		head = fmt.Sprintf("Simulated with `cdplace replay --simulate %s`\n\n%s\n", strings.Join(o.simulate.flags, " "), tallyTable(run.Tally))
+		run.Pooled = pool(run.Comparisons, loads)
+		head = fmt.Sprintf("Simulated with `cdplace replay --simulate %s`\n\n%s\n%s\n", strings.Join(o.simulate.flags, " "),
+			tallyTable(run.Tally), pooledTable(run.Pooled))
 	}
 	run.Seconds = time.Since(began).Seconds()
 	data, err := json.MarshalIndent(run, "", "  ")

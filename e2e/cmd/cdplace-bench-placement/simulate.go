@@ -254,3 +254,89 @@ func tallyTable(rows []TallyRow) string {
 	}
 	return sb.String()
 }
+
+// PooledRow is one policy over every trace of one load: the waits of all the traces' domains of
+// a class pooled before taking the median or p95 (a class of 10–20 domains per trace has its
+// p95 decided by one or two domains; pooled over 20 traces it has 200–400), the GPU-hours and
+// trays allocated summed and averaged, each beside EASY's on the same traces.
+type PooledRow struct {
+	Load          float64 `json:"offeredLoad"`
+	Policy        string  `json:"policy"`
+	Traces        int     `json:"traces"`
+	SmallMedian   float64 `json:"waitMedian1to4TraceSeconds"`
+	BigP95        float64 `json:"waitP95Of16to18TraceSeconds"`
+	BigGPUHours   float64 `json:"gpuHours16to18InWindow"`
+	TraysWindow   float64 `json:"traysAllocatedInWindowMean"`
+	GPUAllocation float64 `json:"gpuAllocationMean"`
+	easy          *PooledRow
+}
+
+// pool pools every policy's figures over the traces of each load (loads[i]: cmps[i]'s load).
+func pool(cmps []*Comparison, loads []float64) []*PooledRow {
+	type key struct {
+		load   float64
+		policy string
+	}
+	type acc struct {
+		row        *PooledRow
+		small, big []float64
+	}
+	idx := map[key]*acc{}
+	var order []key
+	last := len(SizeClasses) - 1
+	for i, c := range cmps {
+		for _, p := range c.Policies {
+			k := key{loads[i], p.Policy}
+			a := idx[k]
+			if a == nil {
+				a = &acc{row: &PooledRow{Load: k.load, Policy: k.policy}}
+				idx[k] = a
+				order = append(order, k)
+			}
+			a.row.Traces++
+			a.small = append(a.small, p.Classes[0].waits...)
+			a.big = append(a.big, p.Classes[last].waits...)
+			a.row.BigGPUHours += p.Classes[last].GPUHoursWindow
+			a.row.TraysWindow += p.TraysAllocatedWindow
+			a.row.GPUAllocation += p.GPUAllocation
+		}
+	}
+	var out []*PooledRow
+	for _, k := range order {
+		a := idx[k]
+		r := a.row
+		r.SmallMedian, r.BigP95 = quantile(a.small, 0.5), quantile(a.big, 0.95)
+		r.TraysWindow /= float64(r.Traces)
+		r.GPUAllocation /= float64(r.Traces)
+		if e := idx[key{k.load, "EASY"}]; e != nil {
+			r.easy = e.row
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// pooledTable is the pooled figures as markdown, EASY's beside each.
+func pooledTable(rows []*PooledRow) string {
+	var sb strings.Builder
+	sb.WriteString("Pooled over each load's traces (waits in trace seconds; × EASY's on the same traces)\n\n")
+	sb.WriteString("| load | policy | traces | median wait 1–4 | p95 wait 16–18 | GPU-h to 16–18 (window) | trays allocated (window mean) | GPU allocation (mean) |\n")
+	sb.WriteString("|---|---|---|---|---|---|---|---|\n")
+	rel := func(v, e float64, f string) string {
+		s := fmt.Sprintf(f, v)
+		if e > 0 {
+			s += fmt.Sprintf(" (%.2f×)", v/e)
+		}
+		return s
+	}
+	for _, r := range rows {
+		e := r.easy
+		if e == nil {
+			e = &PooledRow{}
+		}
+		fmt.Fprintf(&sb, "| %g | %s | %d | %s | %s | %s | %s | %s |\n", r.Load, r.Policy, r.Traces,
+			rel(r.SmallMedian, e.SmallMedian, "%.0f"), rel(r.BigP95, e.BigP95, "%.0f"), rel(r.BigGPUHours, e.BigGPUHours, "%.0f"),
+			rel(r.TraysWindow, e.TraysWindow, "%.1f"), rel(100*r.GPUAllocation, 100*e.GPUAllocation, "%.1f%%"))
+	}
+	return sb.String()
+}

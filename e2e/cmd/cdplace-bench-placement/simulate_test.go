@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -164,5 +165,39 @@ func TestReferenceOnlySimulatesWithTheCLI(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "| 0.7 | every domain of every class starts | 2/2 |") {
 		t.Errorf("no tally in\n%s", stdout.String())
+	}
+}
+
+// Pooling takes the quantiles over every trace's domains together, sums GPU-hours, averages the
+// allocation figures, and sets each policy beside EASY on the same traces.
+func TestPool(t *testing.T) {
+	classes := func(small, big []float64, gpuH float64) []PolicyClass {
+		out := make([]PolicyClass, len(SizeClasses))
+		out[0].waits, out[len(out)-1].waits, out[len(out)-1].GPUHoursWindow = small, big, gpuH
+		return out
+	}
+	cmps := []*Comparison{
+		{Policies: []*PolicyResult{
+			{Policy: "sim x", Classes: classes([]float64{0, 0, 10}, []float64{100}, 10), TraysAllocatedWindow: 90, GPUAllocation: 0.5},
+			{Policy: "EASY", Classes: classes([]float64{0, 0, 0}, []float64{50}, 20), TraysAllocatedWindow: 100, GPUAllocation: 0.6},
+		}},
+		{Policies: []*PolicyResult{
+			{Policy: "sim x", Classes: classes([]float64{10, 10}, []float64{300}, 30), TraysAllocatedWindow: 110, GPUAllocation: 0.7},
+			{Policy: "EASY", Classes: classes([]float64{0, 0}, []float64{100}, 20), TraysAllocatedWindow: 100, GPUAllocation: 0.6},
+		}},
+	}
+	rows := pool(cmps, []float64{0.9, 0.9})
+	if len(rows) != 2 || rows[0].Policy != "sim x" || rows[1].Policy != "EASY" || rows[0].easy != rows[1] {
+		t.Fatalf("%+v", rows)
+	}
+	x := rows[0]
+	// 1–4 pooled: 0 0 10 10 10, median 10 (each trace's own median: 0 and 10). 16–18: 100 and
+	// 300, p95 (nearest rank) 300 against EASY's 100.
+	if x.Traces != 2 || x.SmallMedian != 10 || x.BigP95 != 300 || x.BigGPUHours != 40 || x.TraysWindow != 100 || math.Abs(x.GPUAllocation-0.6) > 1e-9 {
+		t.Errorf("%+v", x)
+	}
+	table := pooledTable(rows)
+	if !strings.Contains(table, "| 0.9 | sim x | 2 | 10 | 300 (3.00×) | 40 (1.00×) | 100.0 (1.00×) | 60.0% (1.00×) |") {
+		t.Errorf("table:\n%s", table)
 	}
 }
