@@ -3,7 +3,8 @@
 //! Small domains take every tray that frees up, so a domain of 16 trays could wait forever for
 //! a clique to empty. A domain that has waited longer than `cliqueReservationAfterSeconds` and is
 //! first in its size class (1–4, 5–8, 9–15, 16+ trays) by priority, then age, gets one clique
-//! reserved: the one that can hold it soonest (the fewest trays still to free up); a head that
+//! reserved: the one that can hold it soonest (by the pods' deadlines where they tell it, else
+//! the fewest trays still to free up); a head that
 //! can start now holds the clique it fits best, so nothing overtakes it in the moment its trays
 //! have freed up, and no younger domain of its class takes its place. Other domains
 //! and plain GPU pods may use that clique only while what they take leaves room for it once the
@@ -50,8 +51,8 @@ pub(crate) struct Reservation {
     /// Its place in its size class: 0 for the first.
     pub rank: u32,
     /// The domain fits some clique now, so it holds the one it fits best; otherwise it holds
-    /// the one with the fewest trays still to free, which a tray taken elsewhere cannot change
-    /// (plain-pod steering's `stable`).
+    /// the one that frees its size first (by deadlines, else by the fewest trays still to
+    /// free), which a tray taken elsewhere cannot change (plain-pod steering's `stable`).
     pub fits_now: bool,
 }
 
@@ -103,13 +104,16 @@ impl View {
     /// When tray `name` is free at the latest (Unix ms): now when nothing on it counts, else
     /// when the last pod that keeps it busy is gone (a pod using GPUs, or a pod of a domain
     /// under driver-managed IMEX; a domain's IMEX daemon goes with its workload pod there).
-    /// None when that is not known: a pod without a deadline, a driver label left by a domain
-    /// with no pod on the tray, a cordoned tray.
+    /// A driver label left by a domain with no pod on the tray counts as gone now: the driver
+    /// takes it off within seconds. (Counted as unknown, every tray a domain just left made its
+    /// clique's time unknown for the label's lifetime, and a reservation by the earliest time
+    /// moved off the clique that was draining for it.) None when that is not known: a pod
+    /// without a deadline, a cordoned tray.
     fn tray_free_by(&self, name: StrId) -> Option<i64> {
         let e = self.nodes.get(&name)?;
         let s = &e.summary;
         let driver = self.args.imex_mode == crate::args::ImexMode::DriverManaged;
-        if !s.usable || (driver && s.holders.iter().any(|h| !s.pod_holders.contains(h))) {
+        if !s.usable {
             return None;
         }
         let mut at = self.now_ms;
@@ -133,8 +137,14 @@ impl View {
     /// domain's size free at the latest, and how many trays will be free by then. None when
     /// the trays it waits for have no known end.
     pub(crate) fn shadow(&self, r: &Reservation, c: &Clique) -> Option<(i64, u32)> {
-        let free = self.free_for(c, r.domain);
-        let need = r.size.saturating_sub(free) as usize;
+        self.room_by(c, self.free_for(c, r.domain), r.size)
+    }
+
+    /// When clique `c`, with `free` trays free now, will have `size` free at the latest (now if
+    /// it has them), and how many trays will be free by then; none when fewer than the trays
+    /// still to free have a known end.
+    fn room_by(&self, c: &Clique, free: u32, size: u32) -> Option<(i64, u32)> {
+        let need = size.saturating_sub(free) as usize;
         if need == 0 {
             return Some((self.now_ms, free));
         }
@@ -247,11 +257,12 @@ impl View {
         // domain's are tried); if every clique it fits is held already, it holds none. (Passing
         // over it instead would give the clique to a younger domain and hold it against the
         // head, which then flips with every tray freed.) A head that cannot start gets the
-        // clique that can hold it soonest: the fewest trays still to free up. (Choosing the
-        // earliest shadow time where deadlines tell, as EASY does with exact runtimes, cut the
-        // large class's pooled p95 wait at load 0.7 but starved it at load 1.7, on 20 traces per
-        // load: docs/dev/placement-reference.md.) The first of every class choose before the
-        // second of any, larger classes first.
+        // clique that can hold it soonest: the earliest time by which the deadlines of the pods
+        // on its busy trays free its size (as EASY backfill reserves), cliques without such a
+        // time after those with one; then the fewest trays still to free up. A tray taken
+        // outside the reserved cliques only makes its own clique's time later and its count
+        // higher, so the choice stays put (plain-pod steering's `settled`). The first of every
+        // class choose before the second of any, larger classes first.
         for rank in 0..depth {
             for head in queues.iter().rev().filter_map(|q| q.get(rank)) {
                 let fits_now = self.can_start_now(head.domain, head.size);
@@ -259,9 +270,13 @@ impl View {
                     .cliques
                     .iter()
                     .filter(|(id, c)| c.usable >= head.size && !out.iter().any(|r| r.clique == **id))
-                    .map(|(&id, c)| (self.free_for(c, head.domain), self.str(id), id))
+                    .map(|(&id, c)| (self.free_for(c, head.domain), c, id))
                     .filter(|&(free, _, _)| !fits_now || free >= head.size)
-                    .map(|(free, name, id)| (head.size.saturating_sub(free), free.saturating_sub(head.size), name, id))
+                    .map(|(free, c, id)| {
+                        let ready = if fits_now { None } else { self.room_by(c, free, head.size) };
+                        let ready = ready.map_or(i64::MAX, |(at, _)| at);
+                        (ready, head.size.saturating_sub(free), free.saturating_sub(head.size), self.str(id), id)
+                    })
                     .min();
                 if let Some((.., clique)) = best {
                     out.push(Reservation {
@@ -577,6 +592,16 @@ mod tests {
         }
     }
 
+    /// The one reservation of `f` (a head that cannot start): its clique and shadow time in
+    /// minutes.
+    fn reserved(f: &Fx) -> (String, Option<i64>) {
+        let r = f.v.reservations();
+        assert_eq!(r.len(), 1);
+        assert!(!r[0].fits_now);
+        let c = f.v.cliques[&r[0].clique].clone();
+        (String::from(f.v.str(r[0].clique)), f.v.shadow(&r[0], &c).map(|(at, _)| at / MIN))
+    }
+
     /// The verdict code clique `id` gets in PreFilter for `ns/pod` at `now`.
     fn clique_code(f: &mut Fx, pod: &str, id: u32, now: i64) -> Code {
         let key = f.id(&format!("ns/{pod}"));
@@ -622,6 +647,64 @@ mod tests {
         f.update_pod("ns", "long-1", |p| p.runtime_limit_ms = None);
         let long = f.id("uid-long");
         assert_eq!(f.v.domain_ends_by(long), None);
+    }
+
+    /// Where deadlines tell when trays free up, a head that cannot start reserves the clique
+    /// that has its size free first, even with more trays to free; a clique whose trays have no
+    /// known end comes after every clique with one; without deadlines anywhere, the fewest
+    /// trays to free decide.
+    #[test]
+    fn with_deadlines_the_head_reserves_the_clique_that_has_its_size_free_first() {
+        let fx = |a: &[Option<i64>], b: &[Option<i64>]| {
+            let mut f = Fx::new(r#"{"cliqueReservationAfterSeconds": 60}"#);
+            f.rack("a", 1, 8);
+            f.rack("b", 2, 8);
+            timed(&mut f, "a", a);
+            timed(&mut f, "b", b);
+            waiting(&mut f, "big", 7, MIN, 0);
+            f.v.now_ms = 3 * MIN;
+            f
+        };
+        // a: 3 busy to 50, 60, 70 minutes (2 to free: 60); b: 5 busy to 10 minutes (4 to free: 10).
+        let late = [Some(50 * MIN), Some(60 * MIN), Some(70 * MIN)];
+        let soon = [Some(10 * MIN); 5];
+        assert_eq!(reserved(&fx(&late, &soon)), (clique(2), Some(10)), "b has 7 free at 10 minutes, a at 60");
+        // Equal times: the fewest trays to free.
+        let soon3 = [Some(10 * MIN); 3];
+        assert_eq!(reserved(&fx(&soon3, &soon)), (clique(1), Some(10)));
+        // b's trays without a known end: a, whose end is known, however late.
+        assert_eq!(reserved(&fx(&late, &[None; 5])), (clique(1), Some(60)));
+        // Only one of the 4 ends b needs is known: b has no time, so a.
+        let mut partly = [None; 5];
+        partly[0] = Some(5 * MIN);
+        assert_eq!(reserved(&fx(&late, &partly)), (clique(1), Some(60)));
+        // No deadlines anywhere: the fewest trays to free (a, 2 against 4).
+        assert_eq!(reserved(&fx(&[None; 3], &[None; 5])), (clique(1), None));
+        // A tray taken on b (not reserved) only makes b later: a stays reserved.
+        let mut f = fx(&late, &[None; 5]);
+        f.plain("ns", "gpu", "b-05", 4, 0);
+        assert_eq!(reserved(&f), (clique(1), Some(60)));
+    }
+
+    /// A driver label left on a tray by a domain that has no pod there any more goes within
+    /// seconds: the tray counts as free now, not as a tray with no known end, so the clique a
+    /// domain just left keeps its time and its reservation.
+    #[test]
+    fn a_lingering_driver_label_counts_as_free_now() {
+        let mut f = Fx::new(r#"{"cliqueReservationAfterSeconds": 60}"#);
+        f.rack("a", 1, 8);
+        f.rack("b", 2, 8);
+        // a: 3 trays busy to 50, 60, 70 minutes; the other 5 still carry the label of a domain
+        // that ended. b: 5 busy to 80 minutes.
+        timed(&mut f, "a", &[Some(50 * MIN), Some(60 * MIN), Some(70 * MIN)]);
+        for i in 3..8 {
+            f.label_node(&format!("a-{i:02}"), 1, "uid-gone");
+        }
+        timed(&mut f, "b", &[Some(80 * MIN); 5]);
+        waiting(&mut f, "big", 7, MIN, 0);
+        f.v.now_ms = 3 * MIN;
+        // a needs 7 of its 8: the 5 labelled ones now, then 50 and 60 minutes. b: 80.
+        assert_eq!(reserved(&f), (clique(1), Some(60)));
     }
 
     /// EASY backfill's second rule: a domain of any runtime may take the trays that will be free

@@ -17,8 +17,8 @@
 //! clique's own score ([`CliqueVerdict::stable`]): broken already, nothing promised there, not
 //! reserved, and no reservation held by a domain that could start now (such a domain holds the
 //! clique it fits best, and a tray taken elsewhere can make another clique fit it better; a domain
-//! that cannot start yet holds the clique with the fewest trays still to free, and a tray taken
-//! elsewhere only adds to that clique's rivals' count). The host keeps the answer across plain placements on
+//! that cannot start yet holds the clique that frees its size first, and a tray taken elsewhere
+//! only makes that clique's rivals later or adds to their count of trays to free). The host keeps the answer across plain placements on
 //! those cliques, so a run of plain pods filling a broken clique asks once, not once a pod; the
 //! clique's own score is then a little low (it got fuller), which keeps the order among broken
 //! cliques that matters: the one being filled already scores highest.
@@ -400,9 +400,9 @@ mod tests {
         }
     }
 
-    /// A domain that cannot start yet holds the clique with the fewest trays still to free; a
-    /// tray taken in another clique only adds to that clique's count, so the others stay stable
-    /// (the held clique is not).
+    /// A domain that cannot start yet holds the clique that frees its size first (here, without
+    /// deadlines, the one with the fewest trays still to free); a tray taken in another clique
+    /// only makes that clique later, so the others stay stable (the held clique is not).
     #[test]
     fn a_reservation_for_a_domain_that_cannot_start_yet_leaves_the_others_stable() {
         let mut f = Fx::new(r#"{"cliqueReservationAfterSeconds": 60}"#);
