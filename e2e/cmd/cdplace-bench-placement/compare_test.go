@@ -134,18 +134,7 @@ func TestDoneWhenVsEASY(t *testing.T) {
 func TestReferenceOnlyMode(t *testing.T) {
 	o := options{root: ".", out: t.TempDir(), seeds: []uint64{1, 2}, loads: []float64{0.7, 0.9, 1.7},
 		racks: 8, trays: 18, arrivals: 120, plain: 30, failures: 3, horizon: 3600}
-	var stdout bytes.Buffer
-	if code, err := referenceOnly(o, &stdout); err != nil || code != 0 {
-		t.Fatalf("code %d: %v", code, err)
-	}
-	data, err := os.ReadFile(filepath.Join(o.out, "reference", "reference.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var run ReferenceRun
-	if err := json.Unmarshal(data, &run); err != nil {
-		t.Fatal(err)
-	}
+	run, stdout := runReferenceOnly(t, o)
 	if len(run.Comparisons) != 6 {
 		t.Fatalf("%d comparisons, want 6", len(run.Comparisons))
 	}
@@ -228,4 +217,22 @@ func TestWriteBenchComparesWithTheReferences(t *testing.T) {
 	if err := writeBench(t.TempDir(), b, nil); err != nil || b.Runs[0].Comparison != nil {
 		t.Errorf("digest mismatch: %v, comparison %v", err, b.Runs[0].Comparison)
 	}
+}
+
+// runReferenceOnly runs -reference-only with o and returns its reference.json and stdout.
+func runReferenceOnly(t *testing.T, o options) (ReferenceRun, bytes.Buffer) {
+	t.Helper()
+	var stdout bytes.Buffer
+	if code, err := referenceOnly(o, &stdout); err != nil || code != 0 {
+		t.Fatalf("code %d: %v", code, err)
+	}
+	data, err := os.ReadFile(filepath.Join(o.out, "reference", "reference.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run ReferenceRun
+	if err := json.Unmarshal(data, &run); err != nil {
+		t.Fatal(err)
+	}
+	return run, stdout
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -131,18 +129,7 @@ func TestReferenceOnlySimulatesWithTheCLI(t *testing.T) {
 	}
 	o := options{root: root, out: t.TempDir(), seeds: []uint64{1, 2}, loads: []float64{0.7}, simulate: so,
 		racks: 2, trays: 18, arrivals: 16, plain: 4, failures: 1, horizon: 3600}
-	var stdout bytes.Buffer
-	if code, err := referenceOnly(o, &stdout); err != nil || code != 0 {
-		t.Fatalf("code %d: %v", code, err)
-	}
-	data, err := os.ReadFile(filepath.Join(o.out, "reference", "reference.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var run ReferenceRun
-	if err := json.Unmarshal(data, &run); err != nil {
-		t.Fatal(err)
-	}
+	run, stdout := runReferenceOnly(t, o)
 	for _, c := range run.Comparisons {
 		if len(c.Policies) != 4 || c.Policies[0].Policy != "sim shipped" || !c.Policies[0].Simulated {
 			t.Fatalf("seed %d: policies %d, first %+v", c.Seed, len(c.Policies), c.Policies[0])
