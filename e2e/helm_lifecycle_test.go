@@ -67,7 +67,8 @@ func (l *lifecycle) helm(args ...string) string {
 }
 
 // rollOut stops the scheduler standing in for the old pods (if any) and starts one from the
-// release as the API server now stores it, as a Deployment rollout replaces its pods.
+// release as the API server now stores it, as a Deployment rollout replaces its pods, and waits
+// until it is ready.
 func (l *lifecycle) rollOut() {
 	t := l.t
 	t.Helper()
@@ -110,6 +111,19 @@ func (l *lifecycle) rollOut() {
 		t.Fatal(err)
 	}
 	t.Cleanup(l.sched.Stop)
+	// The runbooks wait for `kubectl rollout status`, which waits for the Deployment's readiness
+	// probe (GET /readyz): the new pod's caches must have synced before `helm test` asks.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		code, err := getReadyz(ctx, l.sched.Port)
+		if err == nil && code == http.StatusOK {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: GET /readyz %d, %v after 60s; log %s", name, code, err, l.sched.LogPath())
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 // clientQPS is clientConnection.qps of the configuration the API server stores for the release.
