@@ -335,6 +335,21 @@ bench-placement: scheduler e2e-binaries
 	cd e2e && $(GO) build -o ../$(E2E_BIN)/cdplace-bench-placement ./cmd/cdplace-bench-placement
 	$(E2E_BIN)/cdplace-bench-placement -repo .
 
+## bench-placement-loads: issue 36's live comparison: at offered loads 0.7, 0.9 and 1.7, seeds 1, 2
+## and one drawn at random (printed), the stock baseline and cdplace (cliqueReservationAfterSeconds
+## 3, the shipped 60 s compressed with the trace) beside the offline EASY, conservative and FIFO
+## references; pods carry activeDeadlineSeconds (1.5x their lifetime), the driver's label lag is
+## 3 trace seconds; every run goes until all domains have completed or the cap (the baseline
+## deadlocks: 4500 trace s). About 70 minutes (target/bench/placement-loads/load-L/)
+.PHONY: bench-placement-loads
+bench-placement-loads: scheduler e2e-binaries
+	cd e2e && $(GO) build -o ../$(E2E_BIN)/cdplace-bench-placement ./cmd/cdplace-bench-placement
+	for L in 0.7 0.9 1.7; do \
+		$(E2E_BIN)/cdplace-bench-placement -repo . -configs cdplace-reserveafter3,baseline -seeds 1,2,random \
+			-load $$L -deadline-factor 1.5 -label-lag-trace 3 -baseline-cap 4500 \
+			-out target/bench/placement-loads/load-$$L || exit 1; \
+	done
+
 ## bench-placement-reference: issue 36's offline references only (EASY and conservative backfill
 ## with exact runtimes, runtime-blind FIFO; best fit) on seeds 1 and 2 at offered loads 0.7, 0.9
 ## and 1.7; no control plane, under a second (target/bench/placement/reference/)

@@ -61,3 +61,26 @@ func TestParseConfigsSetsTheNamedArgs(t *testing.T) {
 		}
 	}
 }
+
+// -baseline-cap ends only the stock baseline's run early; every cdplace configuration keeps -cap.
+func TestBaselineCapIsTheBaselinesOnly(t *testing.T) {
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgs, err := parseConfigs(root, "baseline,cdplace-reserveafter3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := runOptions{Cap: 14400, BaselineCap: 4500}
+	if got := o.capFor(cfgs[0]); got != 4500 {
+		t.Errorf("baseline cap %v; want 4500", got)
+	}
+	if got := o.capFor(cfgs[1]); got != 14400 {
+		t.Errorf("cdplace-reserveafter3 cap %v; want -cap's 14400", got)
+	}
+	o.BaselineCap = 0
+	if got := o.capFor(cfgs[0]); got != 14400 {
+		t.Errorf("baseline cap without -baseline-cap %v; want -cap's 14400", got)
+	}
+}

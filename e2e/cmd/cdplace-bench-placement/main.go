@@ -76,6 +76,7 @@ type options struct {
 	loads              []float64 // 0: the load as drawn
 	untilDone          bool
 	cap                float64 // trace seconds
+	baselineCap        float64 // trace seconds; 0: cap
 	referenceOnly      bool
 	simulate           *simOptions // -reference-only -simulate; nil: none
 }
@@ -90,6 +91,7 @@ func main() {
 	loads := flag.String("load", "0", "offered load the trace is made to have (Σ trays × lifetime over usable trays × arrival window; lifetimes are scaled to it): e.g. 0.7, 0.9 (sustainable) or 1.7 (overload); 0: as drawn (about 1.7 at the default size); a list (0.7,0.9,1.7) only with -reference-only")
 	flag.BoolVar(&o.untilDone, "until-done", true, "after the arrivals, run until every domain and plain pod has completed (or -cap); false: withdraw everything at -horizon")
 	flag.Float64Var(&o.cap, "cap", 0, "with -until-done, end the run this many trace seconds after the start even if domains are left (reported as capped; their waits are then lower bounds); 0: 4 × -horizon")
+	flag.Float64Var(&o.baselineCap, "baseline-cap", 0, "with -until-done, the stock baseline's cap in trace seconds (it deadlocks, so its run would otherwise wait out -cap); 0: -cap")
 	flag.BoolVar(&o.referenceOnly, "reference-only", false, "only simulate the offline references (EASY, conservative backfill, runtime-blind FIFO) on each seed's and load's trace, write their per-class figures and charts under -out/reference, and exit (no control plane; seconds)")
 	simulate := flag.String("simulate", "", "with -reference-only: also schedule each trace offline with these policy components (comma-separated files, or \"shipped\" for the one built into the CLI) by `cdplace replay --simulate`, check issue 36's \"Done when\" on every trace and tally the checks per load (seconds per trace and policy)")
 	simulateFlags := flag.String("simulate-flags", "", "more `cdplace replay --simulate` flags for -simulate, e.g. \"--time-scale 1 --deadline-factor 1.5\"")
@@ -203,7 +205,7 @@ func run(o options) (code int, err error) {
 		return 2, err
 	}
 	ropts := runOptions{Scale: o.scale, LabelLag: o.labelLag, Sample: o.sample, SatGrace: o.satGrace, StallGrace: o.stallGrace, Progress: o.progress,
-		DeadlineFactor: o.deadlineFactor, UntilDone: o.untilDone, Cap: o.cap}
+		DeadlineFactor: o.deadlineFactor, UntilDone: o.untilDone, Cap: o.cap, BaselineCap: o.baselineCap}
 	horizonReal := o.horizon / o.scale
 	bench := &Bench{
 		Generated: time.Now().UTC().Format(time.RFC3339), Command: strings.Join(os.Args, " "), Smoke: o.smoke,

@@ -38,6 +38,9 @@ type runOptions struct {
 	// everything at the horizon.
 	UntilDone bool
 	Cap       float64
+	// BaselineCap, when positive, is the stock baseline's Cap instead (it deadlocks on Prepare
+	// refusals and part-bound domains, so waiting 4 × the horizon for it tells nothing more).
+	BaselineCap float64
 	// DeadlineFactor, when positive, gives every pod spec.activeDeadlineSeconds of this many
 	// times its lifetime (real time) plus 5 s, and a 1 s grace period (the time-scaled
 	// equivalent of a real job's 30 s): the runtime bounds EASY backfill reads.
@@ -243,6 +246,14 @@ func (r *runner) after(d time.Duration, fn func()) {
 	r.afterLocked(d, fn)
 }
 
+// capFor is the cap (trace seconds) of cfg's run: BaselineCap for the stock baseline when set.
+func (o runOptions) capFor(cfg config) float64 {
+	if cfg.Profile == harness.Baseline && o.BaselineCap > 0 {
+		return o.BaselineCap
+	}
+	return o.Cap
+}
+
 // runConfig replays tr for cfg: a fresh namespace, fleet and Prepare emulator, the trace in real
 // time, a sample every opts.Sample, and at the horizon (with opts.UntilDone: once every domain
 // and plain pod has completed, or at opts.Cap) everything still there withdrawn.
@@ -337,7 +348,7 @@ func runConfig(ctx context.Context, env *harness.Env, cfg config, tr Trace, opts
 	}
 	capped := false
 	if opts.UntilDone {
-		limit := r.start.Add(r.real(max(opts.Cap, tr.Spec.Horizon)))
+		limit := r.start.Add(r.real(max(opts.capFor(cfg), tr.Spec.Horizon)))
 		for ctx.Err() == nil && !r.allDone() {
 			if time.Now().After(limit) {
 				capped = true
