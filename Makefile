@@ -340,7 +340,7 @@ bench-placement: scheduler e2e-binaries
 ## 3, the shipped 60 s compressed with the trace) beside the offline EASY, conservative and FIFO
 ## references; pods carry activeDeadlineSeconds (1.5x their lifetime), the driver's label lag is
 ## 3 trace seconds; every run goes until all domains have completed or the cap (the baseline
-## deadlocks: 4500 trace s). About 70 minutes (target/bench/placement-loads/load-L/)
+## deadlocks: 4500 trace s). About 80 minutes (target/bench/placement-loads/load-L/)
 .PHONY: bench-placement-loads
 bench-placement-loads: scheduler e2e-binaries
 	cd e2e && $(GO) build -o ../$(E2E_BIN)/cdplace-bench-placement ./cmd/cdplace-bench-placement
