@@ -229,6 +229,9 @@ func run(o options) (code int, err error) {
 		until := "withdrawn at the horizon"
 		if o.untilDone {
 			until = fmt.Sprintf("then until every domain completes, cap %.0f s real", o.cap/o.scale)
+			if o.baselineCap > 0 {
+				until += fmt.Sprintf(" (the baseline's %.0f s)", o.baselineCap/o.scale)
+			}
 		}
 		step("trace %s (seed %d): %d ComputeDomains (mean %.1f trays), %d plain pods, %d tray failures on %d×%d trays; offered load %.2f; arrivals over %.0f s real, %s; label lag %v = %.0f trace s = %.1f%% of the median lifetime (%.0f trace s)",
 			tr.Digest(), seed, len(tr.CDs), meanSize, len(tr.Plain), len(tr.Failures), o.racks, o.trays, load, tr.Window()/o.scale, until,
