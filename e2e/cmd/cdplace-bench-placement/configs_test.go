@@ -11,14 +11,7 @@ import (
 // A config name sets the args it names on the shipped profile, and nothing else; a bad name is
 // refused with the part that is wrong.
 func TestParseConfigsSetsTheNamedArgs(t *testing.T) {
-	root, err := filepath.Abs("../../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgs, err := parseConfigs(root, "baseline,cdplace,cdplace-reserve2,cdplace-reserveafter3-depth4")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, cfgs := repoConfigs(t, "baseline,cdplace,cdplace-reserve2,cdplace-reserveafter3-depth4")
 	if len(cfgs) != 4 || cfgs[0].PluginConfig != nil || cfgs[1].PluginConfig != nil {
 		t.Fatalf("baseline and cdplace run as shipped: %+v", cfgs)
 	}
@@ -64,14 +57,7 @@ func TestParseConfigsSetsTheNamedArgs(t *testing.T) {
 
 // -baseline-cap ends only the stock baseline's run early; every cdplace configuration keeps -cap.
 func TestBaselineCapIsTheBaselinesOnly(t *testing.T) {
-	root, err := filepath.Abs("../../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgs, err := parseConfigs(root, "baseline,cdplace-reserveafter3")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cfgs := repoConfigs(t, "baseline,cdplace-reserveafter3")
 	o := runOptions{Cap: 14400, BaselineCap: 4500}
 	if got := o.capFor(cfgs[0]); got != 4500 {
 		t.Errorf("baseline cap %v; want 4500", got)
@@ -83,4 +69,18 @@ func TestBaselineCapIsTheBaselinesOnly(t *testing.T) {
 	if got := o.capFor(cfgs[0]); got != 14400 {
 		t.Errorf("baseline cap without -baseline-cap %v; want -cap's 14400", got)
 	}
+}
+
+// repoConfigs parses names against this repository's shipped profile; it returns the root too.
+func repoConfigs(t *testing.T, names string) (string, []config) {
+	t.Helper()
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgs, err := parseConfigs(root, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root, cfgs
 }
