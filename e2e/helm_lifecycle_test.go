@@ -113,16 +113,8 @@ func (l *lifecycle) rollOut() {
 	t.Cleanup(l.sched.Stop)
 	// The runbooks wait for `kubectl rollout status`, which waits for the Deployment's readiness
 	// probe (GET /readyz): the new pod's caches must have synced before `helm test` asks.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		code, err := getReadyz(ctx, l.sched.Port)
-		if err == nil && code == http.StatusOK {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: GET /readyz %d, %v after 60s; log %s", name, code, err, l.sched.LogPath())
-		}
-		time.Sleep(500 * time.Millisecond)
+	if err := l.sched.WaitReady(ctx, 60*time.Second); err != nil {
+		t.Fatal(err)
 	}
 }
 

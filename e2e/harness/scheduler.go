@@ -180,11 +180,21 @@ func (s *Scheduler) start(ctx context.Context, extra ...string) error {
 // WaitHealthy polls a scheduler's /healthz on 127.0.0.1:port until it answers 200, failing when
 // the process exits first, ctx ends, or timeout passes.
 func WaitHealthy(ctx context.Context, p *Process, name string, port int, timeout time.Duration) error {
+	return waitPath(ctx, p, name, port, "/healthz", timeout)
+}
+
+// WaitReady waits, as a readiness probe does, until the scheduler's /readyz answers 200 (its
+// informers' caches have synced), failing as WaitHealthy does.
+func (s *Scheduler) WaitReady(ctx context.Context, timeout time.Duration) error {
+	return waitPath(ctx, s.proc, s.Name, s.Port, "/readyz", timeout)
+}
+
+func waitPath(ctx context.Context, p *Process, name string, port int, path string, timeout time.Duration) error {
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
-		// The scheduler's serving certificate is self-signed; this probe only reads /healthz.
+		// The scheduler's serving certificate is self-signed; this probe only reads a health path.
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec
 	}}
-	url := fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
+	url := fmt.Sprintf("https://127.0.0.1:%d%s", port, path)
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		if exited, err := p.Exited(); exited {
@@ -202,7 +212,7 @@ func WaitHealthy(ctx context.Context, p *Process, name string, port int, timeout
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return fmt.Errorf("%s not healthy after %s; log: %s", name, timeout, p.LogPath)
+	return fmt.Errorf("%s: %s not 200 after %s; log: %s", name, path, timeout, p.LogPath)
 }
 
 // Kill ends the scheduler with SIGKILL, as a crash would.
