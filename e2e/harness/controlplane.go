@@ -139,13 +139,13 @@ func StartWith(ctx context.Context, dir string, bin Binaries, opts Options) (*Co
 		return nil, fmt.Errorf("certificates: %w", err)
 	}
 
-	ports := make([]int, 4)
+	ports := make([]int, 3)
 	for i := range ports {
 		if ports[i], err = FreePort(); err != nil {
 			return nil, err
 		}
 	}
-	etcdClient, etcdPeer, apiPort, kcmPort := ports[0], ports[1], ports[2], ports[3]
+	etcdClient, etcdPeer, apiPort := ports[0], ports[1], ports[2]
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdClient)
 	cp.etcdURL = etcdURL
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPeer)
@@ -210,6 +210,11 @@ func StartWith(ctx context.Context, dir string, bin Binaries, opts Options) (*Co
 		return nil, err
 	}
 
+	// Picked now, not with the others: a port is free only until it is bound.
+	kcmPort, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
 	kcmArgs := []string{
 		"--kubeconfig=" + cp.AdminKubeconfig,
 		"--authentication-kubeconfig=" + cp.AdminKubeconfig,
@@ -262,8 +267,8 @@ func (cp *ControlPlane) ServiceAccountToken(ctx context.Context, namespace, name
 func (cp *ControlPlane) Check() error {
 	var errs []error
 	for _, p := range cp.procs {
-		if exited, err := p.Exited(); exited {
-			errs = append(errs, fmt.Errorf("%s exited (%v); log: %s", p.Name, err, p.LogPath))
+		if err := p.ExitError(""); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
@@ -344,8 +349,8 @@ func waitHTTP(ctx context.Context, p *Process, url, token string, caPEM []byte, 
 	deadline := time.Now().Add(timeout)
 	var last string
 	for time.Now().Before(deadline) {
-		if exited, err := p.Exited(); exited {
-			return fmt.Errorf("%s exited while starting (%v); log: %s", p.Name, err, p.LogPath)
+		if err := p.ExitError(" while starting"); err != nil {
+			return err
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if token != "" {

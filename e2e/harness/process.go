@@ -2,10 +2,11 @@ package harness
 
 import (
 	"fmt"
-	"net"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -71,6 +72,35 @@ func (p *Process) Exited() (bool, error) {
 	}
 }
 
+// ExitError says that the process exited, and how: its exit status, its log's path and the log's
+// last lines (a test's report may be all a CI run keeps of a failure). nil while it runs.
+func (p *Process) ExitError(while string) error {
+	exited, err := p.Exited()
+	if !exited {
+		return nil
+	}
+	return fmt.Errorf("%s exited%s (%v); log: %s; it ends:\n%s", p.Name, while, err, p.LogPath, lastLines(p.LogPath, 5))
+}
+
+// lastLines is the last n lines of the file at path, indented, from its last 16 KiB.
+func lastLines(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return "    (" + err.Error() + ")"
+	}
+	defer f.Close()
+	buf := make([]byte, 16<<10)
+	if st, err := f.Stat(); err == nil && st.Size() > int64(len(buf)) {
+		if _, err := f.Seek(st.Size()-int64(len(buf)), io.SeekStart); err != nil {
+			return "    (" + err.Error() + ")"
+		}
+	}
+	k, _ := io.ReadFull(f, buf)
+	lines := strings.Split(strings.TrimRight(string(buf[:k]), "\n"), "\n")
+	lines = lines[max(0, len(lines)-n):]
+	return "    " + strings.Join(lines, "\n    ")
+}
+
 // Ran is how long the process ran, once it has exited (0 before).
 func (p *Process) Ran() time.Duration {
 	if exited, _ := p.Exited(); !exited {
@@ -113,14 +143,4 @@ func (p *Process) Signal(sig syscall.Signal) error {
 		return fmt.Errorf("%s has exited (%v)", p.Name, err)
 	}
 	return p.cmd.Process.Signal(sig)
-}
-
-// FreePort returns a loopback TCP port that was free a moment ago.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -197,8 +197,11 @@ func waitPath(ctx context.Context, p *Process, name string, port int, path strin
 	url := fmt.Sprintf("https://127.0.0.1:%d%s", port, path)
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		if exited, err := p.Exited(); exited {
-			return fmt.Errorf("%s exited while starting (%v); log: %s", name, err, p.LogPath)
+		if err := p.ExitError(" while starting"); err != nil {
+			if name != p.Name {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			return err
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
