@@ -224,6 +224,11 @@ $(E2E_BIN)/cdplace-demo: e2e/go.mod e2e/go.sum $(wildcard e2e/harness/*.go e2e/c
 	mkdir -p $(E2E_BIN)
 	cd e2e && $(GO) build -o ../$@ ./cmd/cdplace-demo
 
+# FAILED_OUTPUT prints, from `go test -v` output, the last 40 lines each failing top-level test
+# printed before its "--- FAIL" (its t.Log and t.Error lines), so a red run's report names the
+# assertion that failed, not only the test.
+FAILED_OUTPUT = awk '/^=== (RUN|CONT)/{n=0} {b[n%40]=$$0; n++} /^--- FAIL/{print "=== what the failing test printed:"; for(i=(n>40?n-40:0);i<n;i++) print b[i%40]}'
+
 ## test-e2e: the scenarios on a real control plane (etcd, kube-apiserver, kube-controller-manager,
 ## the cdplace kube-scheduler and a stock one for the baseline, as local processes), the Helm
 ## chart (e2e/helm_test.go needs the helm binary; promtool checks its alerts, helm-docs its README)
@@ -232,7 +237,7 @@ test-e2e: scheduler e2e-binaries helm promtool helm-docs lint-e2e
 	mkdir -p target/e2e
 	cd e2e && { $(GO) test -count=1 -timeout 30m -v ./... > ../target/e2e/test.log 2>&1; rc=$$?; \
 		grep -E '^ *(--- |ok |FAIL|control plane)|^ *[|]' ../target/e2e/test.log; \
-		if [ $$rc -ne 0 ]; then tail -n 150 ../target/e2e/test.log; fi; exit $$rc; }
+		if [ $$rc -ne 0 ]; then $(FAILED_OUTPUT) ../target/e2e/test.log; tail -n 60 ../target/e2e/test.log; fi; exit $$rc; }
 
 ## drills: the fault drills (e2e/drills_test.go; issue 13): a scheduler SIGKILL, kube-apiserver
 ## restarts, tray failures, an etcd restart, a leader failover, a pod storm, a watch that gets 410
@@ -244,7 +249,7 @@ drills: scheduler e2e-binaries lint-e2e
 	mkdir -p target/e2e
 	cd e2e && { CDPLACE_DRILLS=1 $(GO) test -count=1 -timeout 60m -v -run '^TestDrill' . > ../target/e2e/drills.log 2>&1; rc=$$?; \
 		grep -E '^ *(--- |ok |FAIL|control plane)|DRILL ' ../target/e2e/drills.log; \
-		if [ $$rc -ne 0 ]; then tail -n 150 ../target/e2e/drills.log; fi; exit $$rc; }
+		if [ $$rc -ne 0 ]; then $(FAILED_OUTPUT) ../target/e2e/drills.log; tail -n 60 ../target/e2e/drills.log; fi; exit $$rc; }
 
 ## helm: Helm v3 built from the version pinned in e2e/tools/helm/go.mod (a module of its own, since
 ## e2e/go.mod forces k8s.io/* to the control plane's v0.37.2), with its version and default
@@ -285,7 +290,7 @@ test-helm: scheduler e2e-binaries helm promtool helm-docs lint-e2e
 	cd e2e && { CDPLACE_HELM_BIN=$(CURDIR)/$(HELM) CDPLACE_PROMTOOL_BIN=$(CURDIR)/$(PROMTOOL) CDPLACE_HELM_DOCS_BIN=$(CURDIR)/$(HELM_DOCS) $(GO) test -count=1 -timeout 15m -v -run '^TestHelm' . \
 		> ../target/e2e/test-helm.log 2>&1; rc=$$?; \
 		grep -E '^ *(--- |ok |FAIL|control plane)' ../target/e2e/test-helm.log; \
-		if [ $$rc -ne 0 ]; then tail -n 150 ../target/e2e/test-helm.log; fi; exit $$rc; }
+		if [ $$rc -ne 0 ]; then $(FAILED_OUTPUT) ../target/e2e/test-helm.log; tail -n 60 ../target/e2e/test-helm.log; fi; exit $$rc; }
 
 ## promtool / helm-docs: Prometheus' promtool (checks and unit-tests the chart's alert rules) and
 ## helm-docs (generates the chart's README.md from values.yaml), each built from the version pinned
