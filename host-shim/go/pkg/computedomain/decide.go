@@ -148,3 +148,19 @@ func statusOf(v cdplace.Verdict) *fwk.Status {
 		return fwk.AsStatus(fmt.Errorf("computedomain policy: %s", v.Reason))
 	}
 }
+
+// rejected is where the plugin turns a pod or pod group away: it logs the status at V(5), with kv
+// naming the subject ("pod", klog.KObj(pod)), as the in-tree DynamicResources plugin's
+// statusUnschedulable does, and returns it. The check keeps a call that logs nothing from
+// building its key-value list.
+func rejected(logger klog.Logger, st *fwk.Status, kv ...any) *fwk.Status {
+	if v := logger.V(5); v.Enabled() && st != nil {
+		v.Info("ComputeDomainPlacement rejected", append(kv, "status", st.Code().String(), "reason", st.Message())...)
+	}
+	return st
+}
+
+// unschedulable is rejected for a new status of code with reason.
+func unschedulable(logger klog.Logger, code fwk.Code, reason string, kv ...any) *fwk.Status {
+	return rejected(logger, fwk.NewStatus(code, reason), kv...)
+}

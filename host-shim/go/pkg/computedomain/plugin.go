@@ -313,11 +313,10 @@ func (p *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, 
 		// Its claim or template no longer parses: whether it is a ComputeDomain pod, and of
 		// which domain, cannot be known.
 		reason = "a claim of the pod fails closed: " + reason
-		klog.FromContext(ctx).V(5).Info("ComputeDomainPlacement rejected pod", "pod", klog.KObj(pod), "reason", reason)
 		if domain != "" {
 			p.wake.rejected(domain, pod)
 		}
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
+		return nil, unschedulable(klog.FromContext(ctx), fwk.UnschedulableAndUnresolvable, reason, "pod", klog.KObj(pod))
 	}
 	domain, cd := p.feed.isComputeDomainPod(pod)
 	if !cd {
@@ -328,13 +327,11 @@ func (p *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, 
 	}
 	logger := klog.FromContext(ctx)
 	if p.crd.client == nil || !p.crd.Served() {
-		logger.V(5).Info("ComputeDomainPlacement rejected pod", "pod", klog.KObj(pod), "reason", noCRDReason)
-		return nil, fwk.NewStatus(fwk.Unschedulable, noCRDReason)
+		return nil, unschedulable(logger, fwk.Unschedulable, noCRDReason, "pod", klog.KObj(pod))
 	}
 	if reason := p.breaker.blocked(); reason != "" {
-		logger.V(5).Info("ComputeDomainPlacement rejected pod", "pod", klog.KObj(pod), "reason", reason)
 		decisionsTotal.WithLabelValues(fwk.Unschedulable.String()).Inc()
-		return nil, fwk.NewStatus(fwk.Unschedulable, reason)
+		return nil, unschedulable(logger, fwk.Unschedulable, reason, "pod", klog.KObj(pod))
 	}
 	if st := p.waitForSync(ctx); st != nil {
 		return nil, st
@@ -342,14 +339,13 @@ func (p *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, 
 	if reason, invalid := p.feed.invalidReason(domain); invalid {
 		// An object of the domain failed to parse: no decision on a view without it.
 		reason = "ComputeDomain " + domain + " fails closed: " + reason
-		logger.V(5).Info("ComputeDomainPlacement rejected pod", "pod", klog.KObj(pod), "reason", reason)
 		p.wake.rejected(domain, pod)
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
+		return nil, unschedulable(logger, fwk.UnschedulableAndUnresolvable, reason, "pod", klog.KObj(pod))
 	}
 	d, st := p.decide(pod, domain)
 	if st != nil {
 		decisionsTotal.WithLabelValues(st.Code().String()).Inc()
-		return nil, st
+		return nil, rejected(logger, st, "pod", klog.KObj(pod))
 	}
 	if d.Status.Code == cdplace.CodeSkip {
 		return nil, fwk.NewStatus(fwk.Skip)
@@ -358,10 +354,9 @@ func (p *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, 
 	// Written even on rejection: preemption's RemovePod may turn it around.
 	p.writeState(cs, &state{decision: d, table: p.tableFor(d)})
 	if st := statusOf(d.Status); st != nil {
-		logger.V(5).Info("ComputeDomainPlacement rejected pod", "pod", klog.KObj(pod), "reason", d.Status.Reason)
 		p.settle.note(p, domain, pod, d.Status.Reason)
 		p.wake.rejected(domain, pod)
-		return nil, st
+		return nil, rejected(logger, st, "pod", klog.KObj(pod))
 	}
 	if d.NodeSet != nil {
 		return &fwk.PreFilterResult{NodeNames: sets.New(d.NodeSet...)}, nil

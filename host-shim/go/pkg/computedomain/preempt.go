@@ -85,8 +85,7 @@ func (p *Plugin) gangPreempt(ctx context.Context, pod *v1.Pod, domain string) (*
 	logger := klog.FromContext(ctx)
 	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever {
 		gangPreemptions.WithLabelValues("never").Inc()
-		logger.V(5).Info("ComputeDomainPlacement: no gang preemption", "pod", klog.KObj(pod), "reason", preemptNeverReason)
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, preemptNeverReason)
+		return nil, unschedulable(logger, fwk.UnschedulableAndUnresolvable, preemptNeverReason, "pod", klog.KObj(pod))
 	}
 	if err := p.feed.flush(); err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("computedomain: updating the policy's view for pod %s/%s: %w", pod.Namespace, pod.Name, err))
@@ -95,7 +94,7 @@ func (p *Plugin) gangPreempt(ctx context.Context, pod *v1.Pod, domain string) (*
 		// The nomination has not reached the view yet (informer lag): another pod of the same
 		// domain must not preempt again on a view that still shows the victims.
 		reason := fmt.Sprintf("ComputeDomain gang preemption: waiting for the victims of the preemption made for pod %s", by)
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
+		return nil, unschedulable(logger, fwk.UnschedulableAndUnresolvable, reason, "pod", klog.KObj(pod))
 	}
 	// A refusal is reused for the domain's next pods while the view is unchanged: a domain that
 	// waits has each of its pods retried for every tray freed anywhere, and each would otherwise
@@ -103,7 +102,7 @@ func (p *Plugin) gangPreempt(ctx context.Context, pod *v1.Pod, domain string) (*
 	q, seq := question(pod, domain, p.keys), p.feed.sequence()
 	if reason, ok := p.refusals.get(q, seq); ok {
 		gangPreemptions.WithLabelValues("not_possible").Inc()
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
+		return nil, unschedulable(logger, fwk.UnschedulableAndUnresolvable, reason, "pod", klog.KObj(pod), "reused", true)
 	}
 	start := time.Now()
 	pr, err := p.cluster.Preempt(pod.Namespace, pod.Name)
@@ -118,8 +117,7 @@ func (p *Plugin) gangPreempt(ctx context.Context, pod *v1.Pod, domain string) (*
 		gangPreemptions.WithLabelValues("not_possible").Inc()
 		reason := "ComputeDomain gang preemption: " + pr.Reason
 		p.refusals.put(q, seq, reason)
-		logger.V(5).Info("ComputeDomainPlacement: no gang preemption", "pod", klog.KObj(pod), "reason", reason)
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
+		return nil, unschedulable(logger, fwk.UnschedulableAndUnresolvable, reason, "pod", klog.KObj(pod))
 	}
 	if st := p.evict(ctx, pod, pr); st != nil {
 		gangPreemptions.WithLabelValues("error").Inc()

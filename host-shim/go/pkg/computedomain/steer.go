@@ -126,7 +126,7 @@ func (p *Plugin) steer(ctx context.Context, cs fwk.CycleState, pod *v1.Pod) *fwk
 		return fwk.NewStatus(fwk.Skip)
 	}
 	if st := statusOf(d.Status); st != nil {
-		return st
+		return rejected(klog.FromContext(ctx), st, "pod", klog.KObj(pod))
 	}
 	p.writeState(cs, &state{decision: d, table: t, plain: true})
 	if d.PassesEveryNode() {

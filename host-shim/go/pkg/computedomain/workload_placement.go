@@ -58,18 +58,16 @@ func (p *Plugin) GeneratePlacements(ctx context.Context, state fwk.PodGroupCycle
 	if pg == nil || parent == nil || state == nil {
 		return nil, fwk.AsStatus(errors.New("computedomain: GeneratePlacements needs a pod group, its cycle state and a parent placement"))
 	}
-	logger := klog.FromContext(ctx)
+	logger, group := klog.FromContext(ctx), klog.KRef(pg.GetNamespace(), pg.GetName())
 	pod, domain, st := p.groupDomain(pg)
 	if st != nil {
-		logger.V(5).Info("ComputeDomainPlacement rejected pod group", "podGroup", klog.KRef(pg.GetNamespace(), pg.GetName()), "reason", st.Message())
-		return nil, st
+		return nil, rejected(logger, st, "podGroup", group)
 	}
 	if pod == nil {
 		return p.otherPlacements(ctx, state, pg, parent)
 	}
 	if p.crd.client == nil || !p.crd.Served() {
-		logger.V(5).Info("ComputeDomainPlacement rejected pod group", "podGroup", klog.KRef(pg.GetNamespace(), pg.GetName()), "reason", noCRDReason)
-		return nil, fwk.NewStatus(fwk.Unschedulable, noCRDReason)
+		return nil, unschedulable(logger, fwk.Unschedulable, noCRDReason, "podGroup", group)
 	}
 	if st := p.waitForSync(ctx); st != nil {
 		return nil, st
@@ -82,22 +80,20 @@ func (p *Plugin) GeneratePlacements(ctx context.Context, state fwk.PodGroupCycle
 		return p.otherPlacements(ctx, state, pg, parent)
 	}
 	if st := statusOf(d.Status); st != nil {
-		logger.V(5).Info("ComputeDomainPlacement rejected pod group", "podGroup", klog.KRef(pg.GetNamespace(), pg.GetName()), "pod", klog.KObj(pod), "reason", d.Status.Reason)
 		p.settle.note(p, domain, pod, d.Status.Reason)
-		return nil, st
+		return nil, rejected(logger, st, "podGroup", group, "pod", klog.KObj(pod))
 	}
 	placements, scores := cliquePlacements(d, parent, p.keys.CliqueLabel, topologyKey(pg))
 	if len(placements) == 0 {
 		reason := fmt.Sprintf("no NVLink clique that can hold ComputeDomain %s whole has trays in the parent placement (%d nodes)", domain, len(parent.Nodes))
-		logger.V(5).Info("ComputeDomainPlacement rejected pod group", "podGroup", klog.KRef(pg.GetNamespace(), pg.GetName()), "reason", reason)
-		return nil, fwk.NewStatus(fwk.Unschedulable, reason)
+		return nil, unschedulable(logger, fwk.Unschedulable, reason, "podGroup", group)
 	}
 	state.Write(placementStateKey, &placementState{domain: domain, scores: scores})
 	names := make([]string, len(placements))
 	for i, pl := range placements {
 		names[i] = pl.Name
 	}
-	logger.V(2).Info("ComputeDomainPlacement generated placements", "podGroup", klog.KRef(pg.GetNamespace(), pg.GetName()), "domain", domain, "placements", names)
+	logger.V(2).Info("ComputeDomainPlacement generated placements", "podGroup", group, "domain", domain, "placements", names)
 	return &fwk.GeneratePlacementsResult{Placements: placements}, nil
 }
 
