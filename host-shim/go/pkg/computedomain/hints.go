@@ -50,8 +50,9 @@ func (p *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint
 				return podDeleted(logger, pod, oldObj, newObj)
 			case oldObj == nil:
 				return podBound(logger, pod, oldObj, newObj)
-			default: // a label changed: no fact of ours
-				return fwk.QueueSkip, nil
+			default:
+				changed, _ := newObj.(*v1.Pod)
+				return hint(logger, fwk.QueueSkip, "an assigned pod's labels changed: no fact of ours", pod, changed)
 			}
 		}},
 		// PodTopologySpread's key, and NodeResourcesFit's for allocatable.
@@ -78,6 +79,20 @@ func (p *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint
 	return events, nil
 }
 
+// hint returns h and logs why at V(5) when the event queues the pod, at V(6) when it skips it,
+// as the in-tree DynamicResources hints do. The check keeps the hints, which run for every
+// waiting pod at every event, from building a line that is not written.
+func hint(logger klog.Logger, h fwk.QueueingHint, why string, pod *v1.Pod, obj klog.KMetadata) (fwk.QueueingHint, error) {
+	level := 5
+	if h == fwk.QueueSkip {
+		level = 6
+	}
+	if v := logger.V(level); v.Enabled() {
+		v.Info("ComputeDomainPlacement: "+why, "pod", klog.KObj(pod), "object", klog.KObj(obj), "hint", h.String())
+	}
+	return h, nil
+}
+
 // isSchedulableAfterNodeEvent: a Node deleted, or added or changed (see the two below).
 func (p *Plugin) isSchedulableAfterNodeEvent(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	if newObj == nil {
@@ -94,10 +109,9 @@ func (p *Plugin) isSchedulableAfterPodDeleted(logger klog.Logger, pod *v1.Pod, o
 	}
 	// A pod whose GPU sum does not fit counted as holding GPUs: queueing is the safe side.
 	if gpus, err := facts.PodGPUs(deleted, p.keys); len(deleted.Spec.ResourceClaims) > 0 || gpus > 0 || err != nil {
-		logger.V(5).Info("pod holding accelerators deleted", "pod", klog.KObj(pod), "deleted", klog.KObj(deleted))
-		return fwk.Queue, nil
+		return hint(logger, fwk.Queue, "a pod holding accelerators was deleted", pod, deleted)
 	}
-	return fwk.QueueSkip, nil
+	return hint(logger, fwk.QueueSkip, "a pod holding no accelerators was deleted", pod, deleted)
 }
 
 // isSchedulableAfterPodBound: a pod of the same ComputeDomain (same namespace, same channel
@@ -108,10 +122,9 @@ func (p *Plugin) isSchedulableAfterPodBound(logger klog.Logger, pod *v1.Pod, _, 
 		return fwk.Queue, err
 	}
 	if bound.Namespace == pod.Namespace && sharesClaimSource(pod, bound) {
-		logger.V(5).Info("pod of the same domain bound", "pod", klog.KObj(pod), "bound", klog.KObj(bound))
-		return fwk.Queue, nil
+		return hint(logger, fwk.Queue, "a pod of the same domain was bound", pod, bound)
 	}
-	return fwk.QueueSkip, nil
+	return hint(logger, fwk.QueueSkip, "a pod of another domain was bound", pod, bound)
 }
 
 func sharesClaimSource(a, b *v1.Pod) bool {
@@ -138,9 +151,9 @@ func (p *Plugin) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Pod, o
 	clique := newNode.Labels[p.keys.CliqueLabel]
 	if oldNode == nil {
 		if clique != "" {
-			return fwk.Queue, nil
+			return hint(logger, fwk.Queue, "a tray of a clique was added", pod, newNode)
 		}
-		return fwk.QueueSkip, nil
+		return hint(logger, fwk.QueueSkip, "a node without a clique label was added", pod, newNode)
 	}
 	gpus := v1.ResourceName(p.keys.GPUResourceName)
 	oldGPUs, newGPUs := oldNode.Status.Allocatable[gpus], newNode.Status.Allocatable[gpus]
@@ -150,25 +163,24 @@ func (p *Plugin) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Pod, o
 	case oldNode.Spec.Unschedulable && !newNode.Spec.Unschedulable:
 	case newGPUs.Cmp(oldGPUs) > 0:
 	default:
-		return fwk.QueueSkip, nil
+		return hint(logger, fwk.QueueSkip, "a node change frees nothing (no clique, domain label, uncordon or GPUs)", pod, newNode)
 	}
-	logger.V(5).Info("node change may help", "pod", klog.KObj(pod), "node", klog.KObj(newNode))
-	return fwk.Queue, nil
+	return hint(logger, fwk.Queue, "a node change may help", pod, newNode)
 }
 
 // isSchedulableAfterNodeDeleted: an NVLink tray went away. That frees nothing, but what the
 // policy promised in its clique changes: a head-of-queue reservation that clique can no longer
 // hold moves elsewhere (and the trays it held open again), and a domain held to the clique
 // only by a pod nominated to that node is released.
-func (p *Plugin) isSchedulableAfterNodeDeleted(_ klog.Logger, _ *v1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
+func (p *Plugin) isSchedulableAfterNodeDeleted(logger klog.Logger, pod *v1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
 	node, _, err := util.As[*v1.Node](oldObj, nil)
 	if err != nil {
 		return fwk.Queue, err
 	}
 	if _, ok := node.Labels[p.keys.CliqueLabel]; ok {
-		return fwk.Queue, nil
+		return hint(logger, fwk.Queue, "a tray of a clique was deleted", pod, node)
 	}
-	return fwk.QueueSkip, nil
+	return hint(logger, fwk.QueueSkip, "a node without a clique label was deleted", pod, node)
 }
 
 // isSchedulableAfterClaimChange: a claim was deallocated or deleted (its tray may be free), or
@@ -181,18 +193,18 @@ func (p *Plugin) isSchedulableAfterClaimChange(logger klog.Logger, pod *v1.Pod, 
 	switch {
 	case newClaim == nil: // deleted
 		if oldClaim != nil && oldClaim.Status.Allocation != nil {
-			return fwk.Queue, nil
+			return hint(logger, fwk.Queue, "an allocated claim was deleted", pod, oldClaim)
 		}
+		return hint(logger, fwk.QueueSkip, "an unallocated claim was deleted", pod, oldClaim)
 	case oldClaim == nil: // added
 		if newClaim.Namespace == pod.Namespace && podNamesClaim(pod, newClaim.Name) {
-			logger.V(5).Info("claim of the pod created", "pod", klog.KObj(pod), "claim", klog.KObj(newClaim))
-			return fwk.Queue, nil
+			return hint(logger, fwk.Queue, "a claim of the pod was created", pod, newClaim)
 		}
+		return hint(logger, fwk.QueueSkip, "another pod's claim was created", pod, newClaim)
 	case oldClaim.Status.Allocation != nil && newClaim.Status.Allocation == nil:
-		logger.V(5).Info("claim deallocated", "pod", klog.KObj(pod), "claim", klog.KObj(newClaim))
-		return fwk.Queue, nil
+		return hint(logger, fwk.Queue, "a claim was deallocated", pod, newClaim)
 	}
-	return fwk.QueueSkip, nil
+	return hint(logger, fwk.QueueSkip, "a claim changed without being deallocated", pod, newClaim)
 }
 
 func podNamesClaim(pod *v1.Pod, name string) bool {
@@ -212,7 +224,7 @@ func podNamesClaim(pod *v1.Pod, name string) bool {
 // isSchedulableAfterSliceChange: the GPU driver published, changed or withdrew devices of a
 // node (a withdrawn slice can help too: a pool's superseded generation no longer counts, and a
 // tray whose GPU count falls to what its pods take becomes a whole tray for them).
-func (p *Plugin) isSchedulableAfterSliceChange(_ klog.Logger, _ *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+func (p *Plugin) isSchedulableAfterSliceChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	oldSlice, slice, err := util.As[*resourceapi.ResourceSlice](oldObj, newObj)
 	if err != nil {
 		return fwk.Queue, err
@@ -221,9 +233,9 @@ func (p *Plugin) isSchedulableAfterSliceChange(_ klog.Logger, _ *v1.Pod, oldObj,
 		slice = oldSlice
 	}
 	if slice.Spec.Driver == p.keys.GPUDriver && slice.Spec.NodeName != nil {
-		return fwk.Queue, nil
+		return hint(logger, fwk.Queue, "a node's GPU slice changed", pod, slice)
 	}
-	return fwk.QueueSkip, nil
+	return hint(logger, fwk.QueueSkip, "a slice of another driver, or of no node, changed", pod, slice)
 }
 
 func unstructuredOf(oldObj, newObj any) (*unstructured.Unstructured, error) {
@@ -251,15 +263,14 @@ func (p *Plugin) isSchedulableAfterComputeDomainChange(logger klog.Logger, pod *
 	}
 	switch {
 	case newObj == nil:
-		return fwk.Queue, nil
+		return hint(logger, fwk.Queue, "a ComputeDomain was deleted", pod, u)
 	case u.GetNamespace() != pod.Namespace:
-		return fwk.QueueSkip, nil
+		return hint(logger, fwk.QueueSkip, "a ComputeDomain of another namespace changed", pod, u)
 	case oldObj == nil:
 		if mayJoin(pod, u) {
-			logger.V(5).Info("the pod's ComputeDomain may have appeared", "pod", klog.KObj(pod), "computeDomain", klog.KObj(u))
-			return fwk.Queue, nil
+			return hint(logger, fwk.Queue, "the pod's ComputeDomain may have appeared", pod, u)
 		}
-		return fwk.QueueSkip, nil
+		return hint(logger, fwk.QueueSkip, "another ComputeDomain was created", pod, u)
 	}
 	old, err := unstructuredOf(nil, oldObj)
 	if err != nil {
@@ -268,9 +279,9 @@ func (p *Plugin) isSchedulableAfterComputeDomainChange(logger klog.Logger, pod *
 	before, errBefore := facts.DomainOf(old, p.keys)
 	after, errAfter := facts.DomainOf(u, p.keys)
 	if errBefore != nil || errAfter != nil || !equalU32(before.SizeHint, after.SizeHint) || !equalU32(before.NumNodes, after.NumNodes) {
-		return fwk.Queue, nil
+		return hint(logger, fwk.Queue, "a ComputeDomain's size changed", pod, u)
 	}
-	return fwk.QueueSkip, nil
+	return hint(logger, fwk.QueueSkip, "a ComputeDomain changed but not its size (a status update)", pod, u)
 }
 
 // domainNotDeleted: of the ComputeDomain events, only a deletion (another domain's pods and
@@ -297,7 +308,7 @@ func equalU32(a, b *uint32) bool { return (a == nil) == (b == nil) && (a == nil 
 
 // isSchedulableAfterPodGroupChange: the pod's PodGroup appeared, changed its spec (minCount,
 // the domain's size; its priority) or went away (the size falls back to the owners).
-func (p *Plugin) isSchedulableAfterPodGroupChange(_ klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+func (p *Plugin) isSchedulableAfterPodGroupChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	oldPG, newPG, err := util.As[*schedulingv1beta1.PodGroup](oldObj, newObj)
 	if err != nil {
 		return fwk.Queue, err
@@ -308,27 +319,26 @@ func (p *Plugin) isSchedulableAfterPodGroupChange(_ klog.Logger, pod *v1.Pod, ol
 	}
 	g := pod.Spec.SchedulingGroup
 	if pg.Namespace != pod.Namespace || g == nil || g.PodGroupName == nil || *g.PodGroupName != pg.Name {
-		return fwk.QueueSkip, nil
+		return hint(logger, fwk.QueueSkip, "another PodGroup changed", pod, pg)
 	}
 	if oldPG != nil && newPG != nil && equality.Semantic.DeepEqual(oldPG.Spec, newPG.Spec) {
-		return fwk.QueueSkip, nil
+		return hint(logger, fwk.QueueSkip, "the pod's PodGroup changed but not its spec", pod, pg)
 	}
-	return fwk.Queue, nil
+	return hint(logger, fwk.Queue, "the pod's PodGroup appeared, changed its spec or went away", pod, pg)
 }
 
 // isSchedulableAfterTemplateAdded: the template the pod names was created (by the driver).
-func (p *Plugin) isSchedulableAfterTemplateAdded(_ klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+func (p *Plugin) isSchedulableAfterTemplateAdded(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	u, err := unstructuredOf(oldObj, newObj)
 	if err != nil {
 		return fwk.Queue, err
 	}
-	if u.GetNamespace() != pod.Namespace {
-		return fwk.QueueSkip, nil
-	}
-	for _, c := range pod.Spec.ResourceClaims {
-		if c.ResourceClaimTemplateName != nil && *c.ResourceClaimTemplateName == u.GetName() {
-			return fwk.Queue, nil
+	if u.GetNamespace() == pod.Namespace {
+		for _, c := range pod.Spec.ResourceClaims {
+			if c.ResourceClaimTemplateName != nil && *c.ResourceClaimTemplateName == u.GetName() {
+				return hint(logger, fwk.Queue, "the pod's claim template was created", pod, u)
+			}
 		}
 	}
-	return fwk.QueueSkip, nil
+	return hint(logger, fwk.QueueSkip, "another claim template was created", pod, u)
 }

@@ -2,6 +2,7 @@ package computedomain
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -284,4 +285,59 @@ func hintOf(t *testing.T, p *Plugin, key fwk.ClusterEvent) fwk.QueueingHintFn {
 	}
 	t.Fatalf("nothing registered under %v", key)
 	return nil
+}
+
+// Every branch of a hint says which it took, as the in-tree hints do: a queued pod at V(5), a
+// skip at V(6) and not at V(5) (hints run for every waiting pod at every event).
+func TestHintsLogTheBranchTheyTake(t *testing.T) {
+	p := &Plugin{keys: facts.DefaultKeys}
+	target := cdPod("cd", "p1")
+	gpuSlice := &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "a-00-gpu"},
+		Spec: resourceapi.ResourceSliceSpec{Driver: facts.DefaultKeys.GPUDriver, NodeName: ptr.To("a-00")}}
+	otherSlice := &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "nic"},
+		Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", NodeName: ptr.To("a-00")}}
+	for _, tc := range []struct {
+		slice      *resourceapi.ResourceSlice
+		level      int
+		want       fwk.QueueingHint
+		wantLogged string // "" for nothing
+	}{
+		{gpuSlice, 5, fwk.Queue, "a node's GPU slice changed"},
+		{otherSlice, 5, fwk.QueueSkip, ""},
+		{otherSlice, 6, fwk.QueueSkip, "a slice of another driver, or of no node, changed"},
+	} {
+		logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(tc.level), ktesting.BufferLogs(true)))
+		buf := logger.GetSink().(ktesting.Underlier).GetBuffer()
+		h, err := p.isSchedulableAfterSliceChange(logger, target, nil, tc.slice)
+		if err != nil || h != tc.want {
+			t.Fatalf("slice %s at V(%d): %v, %v; want %v", tc.slice.Name, tc.level, h, err, tc.want)
+		}
+		out := buf.String()
+		if tc.wantLogged == "" {
+			if out != "" {
+				t.Errorf("slice %s at V(%d) logged %q; want nothing", tc.slice.Name, tc.level, out)
+			}
+			continue
+		}
+		for _, want := range []string{tc.wantLogged, `pod="` + ns + `/p1"`, `object="` + tc.slice.Name + `"`, `hint="` + tc.want.String() + `"`} {
+			if !strings.Contains(out, want) {
+				t.Errorf("slice %s at V(%d) logged %q; want it to contain %s", tc.slice.Name, tc.level, out, want)
+			}
+		}
+	}
+}
+
+// A hint whose line is not written allocates nothing for it: hints run for every waiting pod at
+// every cluster event.
+func TestAHintThatLogsNothingAllocatesNothing(t *testing.T) {
+	p := &Plugin{keys: facts.DefaultKeys}
+	target := cdPod("cd", "p1")
+	slice := &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "nic"},
+		Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", NodeName: ptr.To("a-00")}}
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(4)))
+	if allocs := testing.AllocsPerRun(100, func() {
+		_, _ = p.isSchedulableAfterSliceChange(logger, target, slice, slice)
+	}); allocs != 0 {
+		t.Errorf("a skipping slice hint at V(4) allocated %.0f times per call; want 0", allocs)
+	}
 }
