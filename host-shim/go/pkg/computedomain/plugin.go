@@ -4,9 +4,10 @@
 // most one policy call; a plain pod on a cluster with cliques shares one steering call per view
 // version with every other plain pod (steer.go); any other pod is skipped without a call.
 //
-// File map:
+// File map (TestTheFileMapNamesEveryFile keeps it whole):
 //   - plugin.go: the factory and the extension points.
-//   - decide.go: one policy decision per pod (reuse, preemption's overlay), statuses.
+//   - decide.go: one policy decision per pod (reuse, preemption's overlay), statuses, the one
+//     place a rejection is made and logged.
 //   - preempt.go: PostFilter, gang preemption (the policy's victims carried out).
 //   - fleet.go: the fleet status: the fleet gauges and the Events on ComputeDomains.
 //   - state.go: CycleState.
@@ -14,13 +15,24 @@
 //   - classify.go: which pods are ComputeDomain pods.
 //   - feed.go: the cluster view's feed (records, change detection, the pending batch, flushing).
 //   - feed_objects.go, feed_pods.go: the feed per kind; which pods the view has.
+//   - feed_owners.go: a domain's size from its pods' owners (Jobs, StatefulSets, JobSets, ...).
+//   - feed_catchup.go: the feed catching up on what a QueueingHint saw before its own handler.
+//   - feed_versions.go: which version of an object the view may take.
 //   - informers.go: the informers the feed listens to.
 //   - crd.go: whether the ComputeDomain API is served.
 //   - dump.go: the view's debug dump on SIGUSR1 (CDPLACE_DEBUG_DUMP_DIR).
 //   - scout.go: a waiting domain retried through one pod on capacity events.
+//   - workloads.go: sizes from owners and PodGroups, and the wake-ups no cluster event gives.
 //   - reuse.go: decision and preemption-refusal reuse across the pods of a domain.
 //   - steer.go: plain-pod steering (pods without a ComputeDomain).
 //   - workload_placement.go: the 1.37 workload cycle (GeneratePlacements, ScorePlacement).
+//   - nodeindex.go, nodeordinals.go: a node's clique for Filter and Score without its labels.
+//   - policy.go: where the policy comes from, and swapping it while the scheduler runs.
+//   - shadow.go: the shadow policy, asked beside the live one, never acting.
+//   - breaker.go: the circuit breaker over guest failures.
+//   - quarantine.go: Events for the objects the library quarantined.
+//   - record.go: the recorder's args (what cdplace replay reads).
+//   - metrics.go: the plugin's metrics.
 //
 // PreFilter makes at most one policy call per ComputeDomain pod and stores the decision in
 // CycleState; Filter and Score read it (no call per node).
