@@ -6,7 +6,8 @@
 //! scheduler the adapter resolves it); the CLI fills it in here, so `cdplace explain` and
 //! `cdplace status` give the size the scheduler gives for workloads written as users write them.
 //!
-//! An owner key is `<Kind>/<namespace>/<name>`, the form pod facts carry.
+//! An owner key is `<Kind>/<namespace>/<name>`, the form pod facts carry. Both copies of these
+//! rules run the vectors in `host-shim/testdata/owner-sizes.json`.
 
 use serde_json::Value;
 
@@ -105,11 +106,15 @@ fn clamp(n: i64) -> u32 {
     n.clamp(0, i64::from(u32::MAX)) as u32
 }
 
-/// An integer field (`default` when absent or null), or an error naming it.
+/// An integer field (`default` when absent or null), or an error naming it. A whole number
+/// written with a fraction (`2.0`) is an integer, as the scheduler's JSON decoding takes it.
 fn int_at(v: &Value, pointer: &str, default: i64) -> Result<i64, String> {
     match v.pointer(pointer) {
         None | Some(Value::Null) => Ok(default),
-        Some(n) => n.as_i64().ok_or_else(|| format!("{} must be an integer, got {n}", pointer[1..].replace('/', "."))),
+        Some(n) => n
+            .as_i64()
+            .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() <= (1u64 << 53) as f64).map(|f| f as i64))
+            .ok_or_else(|| format!("{} must be an integer, got {n}", pointer[1..].replace('/', "."))),
     }
 }
 
@@ -181,6 +186,47 @@ pub fn size_of(kind: OwnerKind, v: &Value) -> Result<OwnerSize, String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// `host-shim/testdata/owner-sizes.json`, which the scheduler's copy of these rules
+    /// (`host-shim/go/internal/owners`, `vectors_test.go`) runs too: `cdplace explain` and the
+    /// scheduler give one size and one owner key.
+    fn vectors() -> Value {
+        serde_json::from_str(include_str!("../../testdata/owner-sizes.json")).expect("owner-sizes.json")
+    }
+
+    #[test]
+    fn the_shared_size_vectors() {
+        let v = vectors();
+        let sizes = v["sizes"].as_array().expect("sizes");
+        assert!(!sizes.is_empty());
+        for tc in sizes {
+            let name = tc["name"].as_str().unwrap();
+            let obj = &tc["object"];
+            let kind = OwnerKind::of(obj["apiVersion"].as_str().unwrap(), obj["kind"].as_str().unwrap()).expect(name);
+            match (size_of(kind, obj), tc["error"].as_bool().unwrap_or(false)) {
+                (Ok(s), true) => panic!("{name}: {s:?}; want an error"),
+                (Err(e), false) => panic!("{name}: {e}"),
+                (Err(_), true) => {}
+                (Ok(s), false) => assert_eq!(
+                    (s.key.as_str(), u64::from(s.size), s.source.as_str()),
+                    (tc["key"].as_str().unwrap(), tc["size"].as_u64().unwrap(), tc["source"].as_str().unwrap()),
+                    "{name}"
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn the_shared_key_vectors() {
+        let v = vectors();
+        let keys = v["keys"].as_array().expect("keys");
+        assert!(!keys.is_empty());
+        for tc in keys {
+            let served: Vec<&str> = tc["served"].as_array().unwrap().iter().map(|k| k.as_str().unwrap()).collect();
+            let got = key_of(&tc["pod"], |k| served.contains(&k.as_str()));
+            assert_eq!(got.as_deref().unwrap_or(""), tc["key"].as_str().unwrap(), "{}", tc["name"]);
+        }
+    }
 
     fn pod(labels: Value, refs: Value) -> Value {
         json!({"metadata": {"namespace": "team", "name": "p", "labels": labels, "ownerReferences": refs}})

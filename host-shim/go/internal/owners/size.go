@@ -5,13 +5,16 @@
 // from for workloads written the way users write them.
 //
 // File map: size.go (pure functions: owner keys and sizes, each with the field it was read
-// from), resolver.go (informers and the lookups the plugin's feed makes).
+// from), resolver.go (informers and the lookups the plugin's feed makes). The CLI has a copy of
+// size.go's rules (host-shim/cli/src/owners.rs, for `cdplace explain` and `status`); both run
+// the vectors in host-shim/testdata/owner-sizes.json.
 //
 // An owner key is "<Kind>/<namespace>/<name>", the form pod facts carry across the boundary.
 package owners
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -77,6 +80,8 @@ func KeyOf(pod *v1.Pod, served func(kind string) bool) string {
 			group = ""
 		}
 		switch {
+		case ref.Name == "":
+			return ""
 		case ref.Kind == KindJob && group == "batch",
 			ref.Kind == KindStatefulSet && group == "apps",
 			ref.Kind == KindReplicaSet && group == "apps":
@@ -141,6 +146,11 @@ func nestedInt(obj map[string]any, def int64, fields ...string) (int64, error) {
 	case int64:
 		return n, nil
 	case float64:
+		// JSON decodes a whole number into int64; a float64 here has a fraction (or is out of
+		// int64's range), and a count cannot.
+		if n != math.Trunc(n) || math.Abs(n) > 1<<53 {
+			return def, fmt.Errorf("%s is %v, not an integer", strings.Join(fields, "."), n)
+		}
 		return int64(n), nil
 	case int32:
 		return int64(n), nil
