@@ -8,14 +8,13 @@ use alloc::vec::Vec;
 
 use crate::args::WholeTray;
 use crate::facts::{OverlayOp, Placement, PodFact, StrId};
-use crate::member::Member;
-use crate::nodes::Clique;
-use crate::pernode::Reasons;
+use crate::pernode::{Ask, Reasons};
 use crate::reserve::Reservation;
 use crate::size::{SizeSource, owner_display};
 use crate::status::{Pending, PendingReason};
+use crate::trays::Clique;
 use crate::verdict::{CliqueVerdict, Code, NodeVerdict, PreFilterResult, Verdict};
-use crate::view::View;
+use crate::view::{Member, View};
 
 /// How many of the best-scoring cliques that can hold it a domain that has not started is
 /// offered (ties at the cut included); the host makes their nodes the PreFilterResult. More than
@@ -44,16 +43,6 @@ impl Decision {
     fn waiting(status: Verdict, pending: Pending) -> Self {
         Decision { pending: Some(pending), ..Decision::status(status) }
     }
-}
-
-/// What a ComputeDomain pod asks of a tray.
-#[derive(Clone, Copy)]
-pub(crate) struct Ask {
-    pub(crate) domain: StrId,
-    /// Only trays with exactly this many GPUs (whole-tray `Require`).
-    pub(crate) tray_size: Option<u32>,
-    /// GPUs asked for under whole-tray `Prefer` (scores scaled by the share of the tray).
-    pub(crate) prefer_gpus: Option<u32>,
 }
 
 enum Undo {

@@ -52,6 +52,7 @@ pub mod status;
 mod steer;
 #[cfg(test)]
 mod testutil;
+mod trays;
 pub mod verdict;
 pub mod view;
 
@@ -59,11 +60,11 @@ pub use args::{Args, ImexMode, WholeTray};
 pub use decide::CANDIDATE_CLIQUES;
 pub use error::{Error, Result};
 pub use facts::*;
-pub use nodes::{LabelKind, label_kind};
 pub use preempt::{Plan, Preemption};
 pub use reserve::SIZE_CLASSES;
 pub use size::{DomainSize, SizeSource};
 pub use status::{CliqueStatus, DomainPhase, DomainStatus, FleetStatus, PendingReason};
 pub use steer::{SCORE_BROKEN_MIN, SCORE_BROKEN_SPAN, SCORE_INTACT, SCORE_NO_CLIQUE, SCORE_RESERVED};
+pub use trays::{LabelKind, label_kind};
 pub use verdict::*;
 pub use view::View;

@@ -3,7 +3,7 @@
 //! counts in. Nothing here decides; the aggregates stay private.
 
 use crate::facts::{DomainFact, NodeFact, PodFact, StrId};
-use crate::nodes::{LabelKind, label_kind};
+use crate::trays::{LabelKind, label_kind};
 use crate::view::View;
 
 impl View {

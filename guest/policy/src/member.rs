@@ -1,22 +1,12 @@
-//! A pod's ComputeDomain membership, resolved from its claims and the claims' templates.
+//! A pod's ComputeDomain membership (`view::Member`), resolved from its claims and the claims'
+//! templates.
 
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
 use crate::facts::*;
-use crate::view::{ObjKey, View};
-
-/// A pod's resolved ComputeDomain membership.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Member {
-    pub domain: StrId,
-    /// The pod is an IMEX daemon, not a workload pod.
-    pub daemon: bool,
-    /// Where the membership came from (for reasons): `(namespace, name)` of a claim or template.
-    pub via: ObjKey,
-    pub via_template: bool,
-}
+use crate::view::{Member, ObjKey, View};
 
 impl View {
     /// Works out a pod's ComputeDomain and GPU use from its claims.

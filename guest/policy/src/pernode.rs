@@ -10,11 +10,20 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::args::ImexMode;
-use crate::decide::Ask;
 use crate::facts::StrId;
-use crate::nodes::Clique;
+use crate::trays::Clique;
 use crate::verdict::{Code, NodeVerdict, Verdict};
 use crate::view::View;
+
+/// What a ComputeDomain pod asks of a tray.
+#[derive(Clone, Copy)]
+pub(crate) struct Ask {
+    pub(crate) domain: StrId,
+    /// Only trays with exactly this many GPUs (whole-tray `Require`).
+    pub(crate) tray_size: Option<u32>,
+    /// GPUs asked for under whole-tray `Prefer` (scores scaled by the share of the tray).
+    pub(crate) prefer_gpus: Option<u32>,
+}
 
 /// Collects reason texts, each once. Per-node reasons are shared by every node with the same
 /// cause (kind and subject), so one call formats a handful of texts, not one per node; this also
@@ -117,7 +126,7 @@ impl View {
         }
     }
 
-    fn node_verdict(&self, s: &crate::nodes::NodeSummary, ask: Ask, cd: &str, r: &mut Reasons) -> Option<Verdict> {
+    fn node_verdict(&self, s: &crate::trays::NodeSummary, ask: Ask, cd: &str, r: &mut Reasons) -> Option<Verdict> {
         if !s.usable {
             return Some(r.cause(Cause::Cordoned, 0, Code::UnschedulableAndUnresolvable, || {
                 String::from("node is cordoned (spec.unschedulable)")

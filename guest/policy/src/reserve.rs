@@ -32,8 +32,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use crate::facts::StrId;
-use crate::nodes::Clique;
 use crate::size::SizeSource;
+use crate::trays::Clique;
 use crate::view::View;
 
 /// Size classes by trays, smallest first: `(first, last)`.

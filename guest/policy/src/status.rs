@@ -17,8 +17,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use crate::facts::{Placement, StrId};
-use crate::nodes::Clique;
 use crate::reserve::Reservation;
+use crate::trays::Clique;
 use crate::verdict::Verdict;
 use crate::view::View;
 

@@ -29,7 +29,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::args::ImexMode;
-use crate::nodes::Clique;
+use crate::trays::Clique;
 use crate::verdict::{CliqueVerdict, Code, NodeVerdict, PreFilterResult, Verdict};
 use crate::view::View;
 

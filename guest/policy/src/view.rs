@@ -13,12 +13,22 @@ use alloc::vec::Vec;
 
 use crate::args::Args;
 use crate::facts::*;
-use crate::member::Member;
-use crate::nodes::{Clique, NodeEntry};
+use crate::trays::{Clique, NodeEntry};
 use crate::{Error, Result};
 
 /// A claim or template key: `(namespace, name)`.
 pub(crate) type ObjKey = (StrId, StrId);
+
+/// A pod's resolved ComputeDomain membership.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Member {
+    pub domain: StrId,
+    /// The pod is an IMEX daemon, not a workload pod.
+    pub daemon: bool,
+    /// Where the membership came from (for reasons): `(namespace, name)` of a claim or template.
+    pub via: ObjKey,
+    pub via_template: bool,
+}
 
 #[derive(Debug, Clone)]
 pub(crate) struct PodEntry {
