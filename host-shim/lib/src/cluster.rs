@@ -13,11 +13,11 @@ use crate::evaluator::Backend;
 use crate::extract::{self, Kind};
 use crate::facts::{self, Record};
 use crate::fleet::{self, Fleet};
+use crate::limits::Limits;
 use crate::overlay::Overlay;
 use crate::pool::{JournalBounds, On, Pool, ShadowReport, Stats, SwapReport, now_ms};
 use crate::preemption::{self, Preemption};
 use crate::quarantine::Quarantined;
-use crate::runtime::Limits;
 use crate::settings::Settings;
 use crate::{Error, Result};
 

@@ -11,20 +11,10 @@ use std::sync::Arc;
 use cdplace_policy::{FleetStatus, OverlayOp, PreFilterResult, Preemption, StrId};
 
 use crate::Result;
-use crate::runtime::{GuestInstance, Limits, Runtime};
+use crate::limits::Limits;
+use crate::runtime::{GuestInstance, Runtime};
 use crate::settings::Settings;
-
-/// The fact types of `wit/cdplace.wit`, as the journal holds them and the guest takes them.
-pub mod wit {
-    pub use crate::bindings::wfacts::{
-        ClaimFact, ClaimRef, Delta, DomainFact, GpuDemand, NodeFact, OwnerFact, Placement, PodFact, TemplateFact,
-    };
-
-    /// A policy delta in the WIT shape.
-    pub fn from_policy(d: &cdplace_policy::Delta) -> Delta {
-        crate::convert::delta(d)
-    }
-}
+use crate::wit;
 
 /// One policy instance, used by one caller at a time. After an error from a call, the host
 /// drops it.

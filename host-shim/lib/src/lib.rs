@@ -5,8 +5,9 @@
 //! facts the Go adapter sends, decisions and their packed form, and the C ABI. The `cdplace` CLI
 //! (`host-shim/cli`) and the test kit (`host-shim/testkit`) build on it; it depends on neither.
 //!
-//! Modules: [`runtime`] (engine, limits, guest instances), [`evaluator`] (the policy backend
-//! as a trait, the WIT fact types), [`cluster`] (the view's API),
+//! Modules: [`runtime`] (engine, guest instances), [`limits`] (what bounds a guest call),
+//! [`evaluator`] (the policy backend as a trait), [`wit`] (the WIT fact types), [`cluster`] (the
+//! view's API),
 //! `state` (per-object facts and the deltas they emit), `interner`, `pool` (instances and the
 //! journal), [`decision`] (decisions, the node set, `CDP4`), [`preemption`] (gang preemption's victims), [`fleet`] (the fleet status), [`extract`] (Kubernetes objects to
 //! facts), [`facts`] (the packed batch `CDF3`), [`overlay`], [`settings`], `wire` (packed
@@ -24,6 +25,7 @@ pub mod facts;
 pub mod ffi;
 pub mod fleet;
 mod interner;
+pub mod limits;
 pub mod overlay;
 pub mod pool;
 pub mod preemption;
@@ -33,6 +35,7 @@ pub mod safety;
 pub mod settings;
 mod state;
 mod wire;
+pub mod wit;
 
 pub use cdplace_policy::{Code, GpuDemand};
 pub use cluster::Cluster;
@@ -42,6 +45,7 @@ pub use evaluator::{Backend, Evaluator};
 pub use extract::{Kind, Object};
 pub use facts::Record;
 pub use fleet::Fleet;
+pub use limits::Limits;
 pub use overlay::Overlay;
 pub use pool::{
     Divergence, JournalBounds, SELF_TEST_PLACED, SHADOW_LOG, SHADOW_QUEUE, ShadowOutcome, ShadowReport, Stats,
@@ -49,5 +53,5 @@ pub use pool::{
 };
 pub use preemption::Preemption;
 pub use quarantine::Quarantined;
-pub use runtime::{GuestInstance, Limits, Runtime};
+pub use runtime::{GuestInstance, Runtime};
 pub use settings::Settings;

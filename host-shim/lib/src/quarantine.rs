@@ -9,10 +9,10 @@ use std::collections::HashSet;
 
 use serde::Serialize;
 
-use crate::evaluator::wit::Delta;
 use crate::extract::{Kind, Object};
 use crate::facts::Record;
 use crate::interner::Interner;
+use crate::wit::Delta;
 
 /// An object quarantined because applying its facts trapped the guest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -15,8 +15,9 @@ use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap};
 
 use crate::bindings::{Policy, PolicyPre};
 use crate::convert;
-use crate::evaluator::wit;
+use crate::limits::Limits;
 use crate::settings::Settings;
+use crate::wit;
 use crate::{Error, Result};
 
 /// The WIT world the host is built against (`wit/cdplace.wit`: package and world), as errors
@@ -25,25 +26,6 @@ pub const WORLD: &str = "cdplace:policy/policy@0.3.0";
 
 /// How long one epoch tick lasts; deadlines are whole ticks.
 const TICK: Duration = Duration::from_millis(1);
-
-/// Bounds on every guest call of one instance.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Largest linear memory a guest instance may have.
-    pub memory_bytes: usize,
-    /// Longest one guest call may run before it is interrupted.
-    pub deadline: Duration,
-}
-
-/// The limits of the default plugin arguments (`guestMemoryLimitMiB`, `guestCallTimeout`).
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            memory_bytes: (cdplace_policy::args::DEFAULT_MEMORY_LIMIT_MIB as usize) << 20,
-            deadline: Duration::from_millis(u64::from(cdplace_policy::args::DEFAULT_CALL_TIMEOUT_MS)),
-        }
-    }
-}
 
 /// Per-store state: the memory limiter.
 struct StoreState {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::runtime::Limits;
+use crate::limits::Limits;
 
 /// The validated arguments the host needs. Serializes to the JSON of `cdplace_cluster_settings`:
 /// `{"cliqueLabel","gpuResourceName","gpuDriver","computeDomainDriver","sizeAnnotation",

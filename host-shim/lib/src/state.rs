@@ -11,11 +11,11 @@ use cdplace_policy::{
 };
 
 use crate::convert;
-use crate::evaluator::wit;
 use crate::extract::{Kind, Object};
 use crate::facts::Record;
 use crate::interner::Interner;
 use crate::overlay::Overlay;
+use crate::wit;
 
 /// The owner key of a PodGroup, as pods name it.
 fn pod_group_key(namespace: &str, name: &str) -> String {

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use cdplace_host::evaluator::wit;
+use cdplace_host::wit;
 use cdplace_host::{Backend, Cluster, Code, Error, Evaluator, JournalBounds, Kind, Limits, Settings, Stats};
 use cdplace_policy::{OverlayOp, PreFilterResult, Preemption, StrId};
 use cdplace_testkit::builders::*;

@@ -237,7 +237,7 @@ impl cdplace_host::Evaluator for NoPreemptEvaluator {
     fn configure(&mut self, args: &str) -> cdplace_host::Result<cdplace_host::Settings> {
         self.0.configure(args)
     }
-    fn apply(&mut self, deltas: &[cdplace_host::evaluator::wit::Delta]) -> cdplace_host::Result<()> {
+    fn apply(&mut self, deltas: &[cdplace_host::wit::Delta]) -> cdplace_host::Result<()> {
         self.0.apply(deltas)
     }
     fn pre_filter(

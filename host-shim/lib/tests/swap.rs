@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use cdplace_host::evaluator::wit;
+use cdplace_host::wit;
 use cdplace_host::{Backend, Cluster, Code, Error, Evaluator, Limits, Result, Runtime, Settings};
 use cdplace_policy as p;
 use cdplace_testkit::builders::*;

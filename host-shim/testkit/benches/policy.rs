@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use cdplace_host::evaluator::wit;
+use cdplace_host::wit;
 use cdplace_host::{Cluster, Code, GuestInstance, Limits, Runtime};
 use cdplace_policy::{
     Args, ClaimRef, Delta, DomainFact, GpuDemand, NodeFact, Placement, PodFact, PreFilterResult, StrId, TemplateFact,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cdplace_host::Backend;
 #[cfg(test)]
-use cdplace_host::evaluator::wit;
+use cdplace_host::wit;
 #[cfg(test)]
 use cdplace_policy as p;
 pub use cdplace_policy_sdk::harness::{NativeEvaluator, delta};

@@ -818,7 +818,7 @@ impl Facts {
 
     fn apply(&mut self, d: cdplace_policy::Delta) {
         self.native.apply([d.clone()]).expect("native apply");
-        self.wasm.apply(&[cdplace_host::evaluator::wit::from_policy(&d)]).expect("wasm apply");
+        self.wasm.apply(&[cdplace_host::wit::from_policy(&d)]).expect("wasm apply");
     }
 
     fn id(&mut self, s: &str) -> cdplace_policy::StrId {

@@ -25,7 +25,7 @@ use std::sync::Arc;
 pub use cdplace_host;
 
 pub mod fixtures;
-use cdplace_host::evaluator::wit;
+use cdplace_host::wit;
 use cdplace_host::{Backend, Cluster, Decision, Error, Evaluator, Limits, Overlay, Result, Runtime, Settings};
 use cdplace_policy as p;
 use serde_json::Value;

@@ -7,8 +7,8 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use crate::evaluator::wit::Delta;
 use crate::state::State;
+use crate::wit::Delta;
 
 /// How many entries the journal may hold before it is cut (and an instance this far behind is
 /// rebuilt from a snapshot rather than caught up).

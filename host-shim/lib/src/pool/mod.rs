@@ -47,12 +47,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
-use crate::evaluator::{Backend, Evaluator, wit::Delta};
+use crate::evaluator::{Backend, Evaluator};
 use crate::facts::Record;
+use crate::limits::Limits;
 use crate::quarantine::{Quarantine, Quarantined};
-use crate::runtime::Limits;
 use crate::settings::Settings;
 use crate::state::State;
+use crate::wit::Delta;
 use crate::{Error, Result};
 
 pub(crate) use calls::On;

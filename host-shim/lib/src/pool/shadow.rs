@@ -289,7 +289,7 @@ struct Compared {
 /// What bringing the shadow's instance to a job's view needs.
 enum Reach {
     /// Apply these journal entries (possibly none): the instance is then at the job's position.
-    Apply(Vec<crate::evaluator::wit::Delta>),
+    Apply(Vec<crate::wit::Delta>),
     /// The job's view cannot be reached (behind the instance, compacted or cut away).
     Gone,
     /// The instance is gone: make one from a snapshot (usable only when the view has not moved

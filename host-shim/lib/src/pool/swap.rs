@@ -170,7 +170,7 @@ impl Pool {
     fn self_test(
         &self,
         lease: &mut Lease,
-        snapshot: &[crate::evaluator::wit::Delta],
+        snapshot: &[crate::wit::Delta],
         pending: &[(String, String)],
         placed: &[(String, String)],
         settings: &Settings,
