@@ -6,8 +6,6 @@ import (
 	"slices"
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -56,29 +54,26 @@ func sizeOf(raw json.RawMessage) (Fact, error) {
 	}
 	switch u.GetKind() {
 	case KindJob:
-		var j batchv1.Job
-		if err := json.Unmarshal(raw, &j); err != nil {
-			return Fact{}, err
-		}
-		return JobSize(&j), nil
+		return typed(raw, JobSize)
 	case KindStatefulSet:
-		var s appsv1.StatefulSet
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return Fact{}, err
-		}
-		return StatefulSetSize(&s), nil
+		return typed(raw, StatefulSetSize)
 	case KindReplicaSet:
-		var r appsv1.ReplicaSet
-		if err := json.Unmarshal(raw, &r); err != nil {
-			return Fact{}, err
-		}
-		return ReplicaSetSize(&r), nil
+		return typed(raw, ReplicaSetSize)
 	case KindJobSet:
 		return JobSetSize(&u)
 	case KindLeaderWorkerSet:
 		return LeaderWorkerSetSize(&u)
 	}
 	panic("owner-sizes.json: kind " + u.GetKind())
+}
+
+// typed decodes raw into a built-in kind's type and sizes it with size.
+func typed[T any](raw json.RawMessage, size func(*T) Fact) (Fact, error) {
+	var obj T
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return Fact{}, err
+	}
+	return size(&obj), nil
 }
 
 func TestTheSharedSizeVectors(t *testing.T) {
