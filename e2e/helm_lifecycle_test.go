@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
@@ -293,6 +295,9 @@ func testChartLifecycle(t *testing.T, bin, mode string) {
 			_ = c.CoordinationV1().Leases("kube-system").Delete(ctx, "kube-scheduler", metav1.DeleteOptions{})
 		}
 	})
+	// What kube-system and the cluster-scoped kinds hold before the release, to show that
+	// uninstall leaves nothing of it there.
+	before := kubeSystemAndClusterObjects(t)
 	var stock *harness.Scheduler
 	var stockHolder string
 	if single {
@@ -398,8 +403,8 @@ func testChartLifecycle(t *testing.T, bin, mode string) {
 			_, err := c.RbacV1().ClusterRoles().Get(ctx, "cdplace-viewer", metav1.GetOptions{})
 			return err
 		}},
-		{"PriorityClass " + helmRelease + "-critical", func() error {
-			_, err := c.SchedulingV1().PriorityClasses().Get(ctx, helmRelease+"-critical", metav1.GetOptions{})
+		{"FlowSchema " + helmRelease + "-" + l.ns, func() error {
+			_, err := c.FlowcontrolV1().FlowSchemas().Get(ctx, helmRelease+"-"+l.ns, metav1.GetOptions{})
 			return err
 		}},
 		{"kube-system RoleBinding", func() error {
@@ -411,4 +416,55 @@ func testChartLifecycle(t *testing.T, bin, mode string) {
 			t.Errorf("after helm uninstall, %s: %v; want NotFound", gone.what, err)
 		}
 	}
+	// Nothing new in kube-system or among the cluster-scoped objects: the release wrote only
+	// what uninstall removes (the stock scheduler's lease was there before it, and stays).
+	after := kubeSystemAndClusterObjects(t)
+	for k := range after {
+		// The stock scheduler's lease: the test started the stock scheduler after looking.
+		stockLease := k == "Lease/kube-system/kube-scheduler"
+		if !before[k] && !stockLease && !strings.HasPrefix(k, "Namespace//"+l.ns) && !strings.HasPrefix(k, "Namespace//"+s.ns) {
+			t.Errorf("after helm uninstall, %s is left (it was not there before the install)", k)
+		}
+	}
+}
+
+// kubeSystemAndClusterObjects names every object in kube-system and every cluster-scoped
+// object, as kind/namespace/name, over every listable resource the API server serves, but
+// Events (they expire on their own) and the simulated fleet's Nodes and ResourceSlices.
+func kubeSystemAndClusterObjects(t *testing.T) map[string]bool {
+	t.Helper()
+	ctx := context.Background()
+	lists, err := env.CP.Client.Discovery().ServerPreferredResources()
+	if err != nil && len(lists) == 0 {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, list := range lists {
+		gv, err := schema.ParseGroupVersion(list.GroupVersion)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range list.APIResources {
+			if !slices.Contains(r.Verbs, "list") || r.Kind == "Event" || strings.Contains(r.Name, "/") {
+				continue
+			}
+			res := env.CP.Dynamic.Resource(gv.WithResource(r.Name))
+			var objs *unstructured.UnstructuredList
+			if r.Namespaced {
+				objs, err = res.Namespace("kube-system").List(ctx, metav1.ListOptions{})
+			} else {
+				objs, err = res.List(ctx, metav1.ListOptions{})
+			}
+			if err != nil {
+				continue // a kind that cannot be listed here (e.g. a virtual resource)
+			}
+			for _, o := range objs.Items {
+				if !r.Namespaced && (r.Kind == "Node" || r.Kind == "ResourceSlice") {
+					continue // the scenario's simulated fleet
+				}
+				out[r.Kind+"/"+o.GetNamespace()+"/"+o.GetName()] = true
+			}
+		}
+	}
+	return out
 }

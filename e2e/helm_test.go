@@ -216,8 +216,8 @@ func testChartLintAndTemplate(t *testing.T, bin string) {
 				"ClusterRole/" + helmRelease, "ClusterRole/" + helmRelease + "-metrics-reader", "ClusterRole/cdplace-viewer",
 				"ClusterRoleBinding/" + helmRelease,
 				"ConfigMap/" + helmRelease + "-config", "Deployment/" + helmRelease,
-				"Pod/" + helmRelease + "-test-readyz",
-				"PodDisruptionBudget/" + helmRelease, "PriorityClass/" + helmRelease + "-critical",
+				"FlowSchema/" + helmRelease + "-helm-t", "Pod/" + helmRelease + "-test-readyz",
+				"PodDisruptionBudget/" + helmRelease,
 				"Role/" + helmRelease + "-helm-t-leader-election", "RoleBinding/" + helmRelease + "-helm-t-authentication-reader",
 				"RoleBinding/" + helmRelease + "-helm-t-leader-election", "Service/" + helmRelease, "ServiceAccount/" + helmRelease,
 			}
@@ -280,23 +280,38 @@ func testChartLintAndTemplate(t *testing.T, bin string) {
 			if got := nestedStr(d.Object, "spec", "replicas"); got != "2" {
 				t.Errorf("replicas %s; want 2", got)
 			}
-			// Outside kube-system the chart's own class (GKE refuses system-cluster-critical there).
-			if got := nestedStr(d.Object, "spec", "template", "spec", "priorityClassName"); got != helmRelease+"-critical" {
-				t.Errorf("priorityClassName %s; want %s-critical", got, helmRelease)
+			// The stock kube-scheduler's class, in any namespace; the chart creates no class.
+			if got := nestedStr(d.Object, "spec", "template", "spec", "priorityClassName"); got != "system-cluster-critical" {
+				t.Errorf("priorityClassName %s; want system-cluster-critical", got)
 			}
-			if got, _, _ := unstructured.NestedFieldNoCopy(chartObject(t, objs, "PriorityClass", "").Object, "value"); fmt.Sprintf("%.0f", got) != "1000000000" {
-				t.Errorf("PriorityClass value %v; want 1000000000", got)
+			// API Priority and Fairness: the release's ServiceAccount at the stock scheduler's level.
+			fs := chartObject(t, objs, "FlowSchema", helmRelease+"-helm-t")
+			for path, want := range map[string]string{
+				"spec.priorityLevelConfiguration.name": "workload-high", "spec.matchingPrecedence": "800",
+				"spec.distinguisherMethod.type": "ByNamespace",
+			} {
+				if got := nestedStr(fs.Object, strings.Split(path, ".")...); got != want {
+					t.Errorf("FlowSchema %s = %s; want %s", path, got, want)
+				}
 			}
-			// singleScheduler replaces the stock scheduler: on the control-plane nodes, amd64 or arm64.
+			if got := nestedStr(fs.Object, "spec", "rules"); !strings.Contains(got, "serviceAccount:map[name:"+helmRelease+" namespace:helm-t]") || !strings.Contains(got, "clusterScope:true") {
+				t.Errorf("FlowSchema rules %s; want every request of ServiceAccount helm-t/%s", got, helmRelease)
+			}
+			// singleScheduler replaces the stock scheduler: on the control-plane nodes (the role
+			// label by existence, the common taints tolerated), amd64 or arm64.
 			pod := d.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
-			if got := nestedStr(pod, "nodeSelector"); got != "map[node-role.kubernetes.io/control-plane:]" {
-				t.Errorf("nodeSelector %s; want the control-plane role", got)
+			if pod["nodeSelector"] != nil {
+				t.Errorf("nodeSelector %v; the control-plane role goes by existence, in the node affinity", pod["nodeSelector"])
 			}
-			if got := nestedStr(pod, "tolerations"); !strings.Contains(got, "key:node-role.kubernetes.io/control-plane") {
-				t.Errorf("tolerations %s; want the control-plane taint tolerated", got)
+			for _, taint := range []string{"node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master", "CriticalAddonsOnly"} {
+				if got := nestedStr(pod, "tolerations"); !strings.Contains(got, "key:"+taint+" operator:Exists") {
+					t.Errorf("tolerations %s; want %s tolerated", got, taint)
+				}
 			}
-			if got := nestedStr(pod, "affinity", "nodeAffinity"); !strings.Contains(got, "key:kubernetes.io/arch operator:In values:[amd64 arm64]") {
-				t.Errorf("nodeAffinity %s; want kubernetes.io/arch In [amd64 arm64]", got)
+			for _, want := range []string{"key:node-role.kubernetes.io/control-plane operator:Exists", "key:kubernetes.io/arch operator:In values:[amd64 arm64]"} {
+				if got := nestedStr(pod, "affinity", "nodeAffinity"); !strings.Contains(got, want) {
+					t.Errorf("nodeAffinity %s; want %s", got, want)
+				}
 			}
 			// helm test: /readyz through the Service.
 			tp := chartObject(t, objs, "Pod", helmRelease+"-test-readyz")
@@ -332,7 +347,7 @@ func testChartLintAndTemplate(t *testing.T, bin string) {
 				t.Errorf("secondScheduler pods have nodeSelector %v, tolerations %v; want none", pod["nodeSelector"], pod["tolerations"])
 			}
 		}},
-		{"kube-system", []string{"priorityClassName=", "nodePlacement.controlPlane=any", "nodePlacement.architectures={arm64}"}, func(t *testing.T, objs []*unstructured.Unstructured) {
+		{"kube-system", []string{"nodePlacement.controlPlane=any", "nodePlacement.architectures={arm64}"}, func(t *testing.T, objs []*unstructured.Unstructured) {
 			// Rendered into helm-t by the loop below; this case renders kube-system itself.
 		}},
 		{"TLS, ServiceMonitor with a CA, alerts, dashboard", []string{
@@ -371,6 +386,15 @@ func testChartLintAndTemplate(t *testing.T, bin string) {
 				t.Errorf("the dashboard ConfigMap's labels %v lack grafana_dashboard: \"1\"", cm.GetLabels())
 			}
 		}},
+		{"a quota for critical pods (GKE)", []string{"criticalPodQuota.create=true"}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			q := chartObject(t, objs, "ResourceQuota", helmRelease+"-critical-pods")
+			if got := nestedStr(q.Object, "spec", "hard", "pods"); got != "3" {
+				t.Errorf("ResourceQuota pods %s; want 3 (two replicas and a surge)", got)
+			}
+			if got := nestedStr(q.Object, "spec", "scopeSelector"); !strings.Contains(got, "scopeName:PriorityClass") || !strings.Contains(got, "values:[system-cluster-critical]") {
+				t.Errorf("ResourceQuota scopeSelector %s; want PriorityClass In [system-cluster-critical]", got)
+			}
+		}},
 		{"the appVersion tag when the digest is emptied", []string{"image.digest="}, func(t *testing.T, objs []*unstructured.Unstructured) {
 			if got := nestedStr(chartContainer(t, objs), "image"); got != "ghcr.io/cdplace/kube-scheduler:v0.37.0" {
 				t.Errorf("image %s; want the appVersion tag", got)
@@ -378,7 +402,7 @@ func testChartLintAndTemplate(t *testing.T, bin string) {
 		}},
 		{"digest, gates, ServiceMonitor, one replica, smaller guests", []string{
 			"image.digest=sha256:" + strings.Repeat("ab", 32), "featureGates.GenericWorkload=true",
-			"serviceMonitor.enabled=true", "serviceMonitor.tlsConfig.insecureSkipVerify=true", "replicas=1", "plugin.args.guestMemoryLimitMiB=256", "plugin.args.maxPolicyInstances=2",
+			"serviceMonitor.enabled=true", "serviceMonitor.tlsConfig.insecureSkipVerify=true", "mode=secondScheduler", "replicas=1", "plugin.args.guestMemoryLimitMiB=256", "plugin.args.maxPolicyInstances=2",
 			"plugin.args.imexMode=HostManaged",
 		}, func(t *testing.T, objs []*unstructured.Unstructured) {
 			ctr := chartContainer(t, objs)
@@ -457,7 +481,13 @@ func testChartRefusals(t *testing.T, bin string) {
 		{"mode=both", "/mode': value must be one of 'secondScheduler', 'singleScheduler'"},
 		{"leaderElection.leaseName=kube-scheduler", "that is the stock scheduler's lease"},
 		{"schedulerName=default-scheduler", "schedulerName must not be default-scheduler"},
-		{"leaderElection.enabled=false", "replicas without leader election would all schedule at once"},
+		{"mode=secondScheduler,leaderElection.enabled=false", "replicas without leader election would all schedule at once"},
+		// singleScheduler replaces the cluster's only scheduler: a standby, on the lease.
+		{"leaderElection.enabled=false", "/leaderElection/enabled"},
+		{"replicas=1", "/replicas': minimum"},
+		{"priorityClass.create=true", "additional properties 'priorityClass' not allowed"},
+		{"priorityClassName=", "/priorityClassName"},
+		{"apiPriority.matchingPrecedence=9000", "/apiPriority/matchingPrecedence': maximum"},
 		{"unknownKey=1", "additional properties 'unknownKey' not allowed"},
 		{"clientConnection.qps=0", "/clientConnection/qps"},
 		{"extraArgs={--kube-api-qps=100}", "--kube-api-qps is ignored by kube-scheduler when it reads --config, as the chart runs it; set clientConnection.qps instead"},
@@ -469,7 +499,6 @@ func testChartRefusals(t *testing.T, bin string) {
 		{"serviceMonitor.enabled=true", "Prometheus cannot verify the scheduler's certificate"},
 		{"nodePlacement.controlPlane=yes", "/nodePlacement/controlPlane': value must be one of 'auto', 'controlPlane', 'any'"},
 		{"nodePlacement.architectures={s390x}", "/nodePlacement/architectures/0"},
-		{"priorityClass.value=2000000000", "/priorityClass/value': maximum"},
 		{"resources.limits.memory=1100Mi", "leaves 76Mi beside the policy instances' 1024Mi"},
 		{"policy.configMap=p,plugin.args.policy.source=embedded", "set policy.configMap or plugin.args.policy, not both"},
 		{"record.enabled=true,plugin.args.recordPath=/x", "set record.enabled or plugin.args.recordPath, not both"},
@@ -632,8 +661,8 @@ func chartUninstall(t *testing.T, objs []*unstructured.Unstructured, namespace s
 			err = c.RbacV1().ClusterRoles().Delete(ctx, o.GetName(), metav1.DeleteOptions{})
 		case o.GetKind() == "ClusterRoleBinding":
 			err = c.RbacV1().ClusterRoleBindings().Delete(ctx, o.GetName(), metav1.DeleteOptions{})
-		case o.GetKind() == "PriorityClass":
-			err = c.SchedulingV1().PriorityClasses().Delete(ctx, o.GetName(), metav1.DeleteOptions{})
+		case o.GetKind() == "FlowSchema":
+			err = c.FlowcontrolV1().FlowSchemas().Delete(ctx, o.GetName(), metav1.DeleteOptions{})
 		case o.GetKind() == "RoleBinding" && o.GetNamespace() == "kube-system":
 			err = c.RbacV1().RoleBindings("kube-system").Delete(ctx, o.GetName(), metav1.DeleteOptions{})
 		case o.GetKind() == "Role" && o.GetNamespace() == "kube-system":

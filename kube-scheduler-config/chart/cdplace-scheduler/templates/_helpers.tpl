@@ -84,16 +84,9 @@ resources.limits.memory given in Mi or Gi, less the policy instances' memory); 0
 {{- div (mul $base $pct) 100 -}}
 {{- end -}}
 
-{{/* The pods' PriorityClass: the value, else system-cluster-critical in kube-system, else the
-chart's own when priorityClass.create, else none. */}}
+{{/* The pods' PriorityClass (system-cluster-critical unless set; the chart creates none). */}}
 {{- define "cdplace-scheduler.priorityClassName" -}}
-{{- if .Values.priorityClassName -}}
 {{- .Values.priorityClassName -}}
-{{- else if eq .Release.Namespace "kube-system" -}}
-system-cluster-critical
-{{- else if .Values.priorityClass.create -}}
-{{- printf "%s-critical" (include "cdplace-scheduler.fullname" .) -}}
-{{- end -}}
 {{- end -}}
 
 {{/* Whether the pods go to the control-plane nodes ("true" or ""). */}}
