@@ -216,7 +216,10 @@ func testChartLintAndTemplate(t *testing.T, bin string) {
 				"ClusterRole/" + helmRelease, "ClusterRole/" + helmRelease + "-metrics-reader", "ClusterRole/cdplace-viewer",
 				"ClusterRoleBinding/" + helmRelease,
 				"ConfigMap/" + helmRelease + "-config", "Deployment/" + helmRelease,
-				"FlowSchema/" + helmRelease + "-helm-t", "Pod/" + helmRelease + "-test-readyz",
+				"FlowSchema/" + helmRelease + "-helm-t",
+				"MutatingAdmissionPolicy/" + helmRelease + "-helm-t-scheduler-name",
+				"MutatingAdmissionPolicyBinding/" + helmRelease + "-helm-t-scheduler-name",
+				"Pod/" + helmRelease + "-test-readyz",
 				"PodDisruptionBudget/" + helmRelease,
 				"Role/" + helmRelease + "-helm-t-leader-election", "RoleBinding/" + helmRelease + "-helm-t-authentication-reader",
 				"RoleBinding/" + helmRelease + "-helm-t-leader-election", "Service/" + helmRelease, "ServiceAccount/" + helmRelease,
@@ -663,6 +666,10 @@ func chartUninstall(t *testing.T, objs []*unstructured.Unstructured, namespace s
 			err = c.RbacV1().ClusterRoleBindings().Delete(ctx, o.GetName(), metav1.DeleteOptions{})
 		case o.GetKind() == "FlowSchema":
 			err = c.FlowcontrolV1().FlowSchemas().Delete(ctx, o.GetName(), metav1.DeleteOptions{})
+		case o.GetKind() == "MutatingAdmissionPolicy":
+			err = c.AdmissionregistrationV1().MutatingAdmissionPolicies().Delete(ctx, o.GetName(), metav1.DeleteOptions{})
+		case o.GetKind() == "MutatingAdmissionPolicyBinding":
+			err = c.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Delete(ctx, o.GetName(), metav1.DeleteOptions{})
 		case o.GetKind() == "RoleBinding" && o.GetNamespace() == "kube-system":
 			err = c.RbacV1().RoleBindings("kube-system").Delete(ctx, o.GetName(), metav1.DeleteOptions{})
 		case o.GetKind() == "Role" && o.GetNamespace() == "kube-system":
@@ -740,6 +747,27 @@ func testChartPlaces(t *testing.T, bin, mode string) {
 		}
 		if !strings.Contains(strings.Join(w, "\n"), `violate PodSecurity "restricted`) {
 			t.Errorf("a Deployment without its container securityContext drew no Pod Security warning: %q", w)
+		}
+	}
+	// A Job written as NVIDIA's guide writes it, without schedulerName: the chart's
+	// MutatingAdmissionPolicy gives its pods (they claim the domain's channel template)
+	// computedomain-scheduler, and the release places the domain whole. In secondScheduler mode
+	// the suite's stock scheduler runs too: without the policy it would take the pods.
+	s.createDomain("unnamed", 0)
+	job := harness.DomainJob(s.ns, "unnamed", "unnamed", harness.JobSpec{Parallelism: 2, Completions: 2, GPUs: 4}, s.profile)
+	job.Spec.Template.Spec.SchedulerName = ""
+	if _, err := env.CP.Client.BatchV1().Jobs(s.ns).Create(s.ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d = s.waitFor("unnamed's 2 pods running", 90*time.Second, all("unnamed", 2))
+	s.assertNoSplits(d)
+	pods, err := env.CP.Client.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{LabelSelector: harness.DomainLabel + "=unnamed"})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatalf("unnamed's pods: %v", err)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.SchedulerName != "computedomain-scheduler" {
+			t.Errorf("pod %s of a Job without schedulerName has schedulerName %q; want computedomain-scheduler from the chart's MutatingAdmissionPolicy", p.Name, p.Spec.SchedulerName)
 		}
 	}
 	if mode == "singleScheduler" {
