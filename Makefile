@@ -106,13 +106,14 @@ test-go: scheduler lint-go
 	cd host-shim/go && $(GO) test $(GO_HOSTLIB) -race -count=1 ./internal/... ./pkg/...
 
 ## Test-only policy components (issue 35; built by `guest` into $(GUEST_DIR), never shipped):
-## cdplace_test_violator.wasm (allows every node to every pod), cdplace_test_instantiate_trap.wasm
+## cdplace_test_violator.wasm (allows every node to every pod), cdplace_test_preempt_violator.wasm
+## (the shipped rules with gang preemption victims the host must refuse), cdplace_test_instantiate_trap.wasm
 ## (traps in configure), cdplace_test_loop.wasm (loops in every pre-filter),
 ## cdplace_test_other_wit.wasm (built against cdplace:policy@0.4.0: the host refuses to load it),
 ## and cdplace_guest_worstfit.wasm (the shipped policy with worst fit across cliques). The
 ## worst-fit one is built in a cargo invocation of its own: features unify within one, and the
 ## shipped component must not get cdplace-policy's worst-fit feature.
-TEST_GUEST_PACKAGES := -p cdplace-test-violator -p cdplace-test-instantiate-trap -p cdplace-test-loop -p cdplace-test-other-wit
+TEST_GUEST_PACKAGES := -p cdplace-test-violator -p cdplace-test-preempt-violator -p cdplace-test-instantiate-trap -p cdplace-test-loop -p cdplace-test-other-wit
 
 ## bench-swap: what a policy swap costs at 5,004 trays (278 cliques of 18, 200 pending domains,
 ## 500 placed pods): compiling the component, then Cluster::swap's checks and self-test on the

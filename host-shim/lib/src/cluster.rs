@@ -191,7 +191,7 @@ impl Cluster {
 
     /// [`Cluster::preempt`] at the policy time `now_ms` (Unix milliseconds).
     pub fn preempt_at(&self, namespace: &str, name: &str, now_ms: i64) -> Result<Preemption> {
-        Ok(self.pool.preempt(namespace, name, now_ms, preemption::resolve)?.0)
+        Ok(self.pool.preempt(On::Pool, namespace, name, now_ms, preemption::resolve)?.0)
     }
 
     /// The fleet status: cliques' trays, the largest domain that could start now, reserved

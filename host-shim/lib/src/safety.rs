@@ -18,7 +18,15 @@
 //!   NVLink clique, only nodes of a clique holding such a pod (one clique, unless the domain
 //!   already spans cliques some other way).
 //!
-//! Each is what the shipped policy enforces too (pernode.rs, decide.rs), never more: the pod
+//! Gang preemption's victims are checked the same way ([`check_preemption`], on every
+//! `preempt` answer, live and in a candidate's self-test), because the plugin deletes what the
+//! policy names: [`Rule::VictimLowerPriority`] (each victim of strictly lower priority than the
+//! preemptor, as upstream's DefaultPreemption), [`Rule::VictimOnPreemptorTrays`] (only pods on
+//! the trays of the clique the preemptor's domain takes, and only pods the view holds), and
+//! [`Rule::VictimWholeDomain`] (ComputeDomains whole or not at all; never an IMEX daemon, never
+//! the preemptor's own). A violating answer evicts nothing.
+//!
+//! Each placement rule is what the shipped policy enforces too (pernode.rs, decide.rs), never more: the pod
 //! being decided does not count against itself, preemption's overlay (pods removed, pods
 //! nominated) is applied as the policy applies it, pods whose membership is invalid hold
 //! nothing, and only valid clique labels place a domain. The cost is the allowed nodes'
@@ -27,7 +35,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use cdplace_policy::{Code, ImexMode, LabelKind, OverlayOp, Placement, PreFilterResult, StrId, label_kind};
+use cdplace_policy::{
+    Code, ImexMode, LabelKind, OverlayOp, Placement, PreFilterResult, Preemption as Answer, StrId, label_kind,
+};
 
 use crate::decision;
 use crate::state::{Membership, State};
@@ -42,11 +52,24 @@ pub enum Rule {
     OneCliquePerDomain,
     /// One workload pod of a domain per node.
     OneWorkloadPerNode,
+    /// Gang preemption evicts only pods of strictly lower priority than the preemptor.
+    VictimLowerPriority,
+    /// Gang preemption evicts only on the trays of the clique the preemptor's domain will take.
+    VictimOnPreemptorTrays,
+    /// Gang preemption evicts ComputeDomains whole, never part of one.
+    VictimWholeDomain,
 }
 
 impl Rule {
     /// Every rule, in the order they are reported (the declaration order).
-    pub const ALL: [Rule; 3] = [Rule::OneDomainPerNode, Rule::OneCliquePerDomain, Rule::OneWorkloadPerNode];
+    pub const ALL: [Rule; 6] = [
+        Rule::OneDomainPerNode,
+        Rule::OneCliquePerDomain,
+        Rule::OneWorkloadPerNode,
+        Rule::VictimLowerPriority,
+        Rule::VictimOnPreemptorTrays,
+        Rule::VictimWholeDomain,
+    ];
 
     /// The rule's name in messages and metrics.
     pub fn name(self) -> &'static str {
@@ -54,6 +77,9 @@ impl Rule {
             Rule::OneDomainPerNode => "one-domain-per-node",
             Rule::OneCliquePerDomain => "one-clique-per-domain",
             Rule::OneWorkloadPerNode => "one-workload-per-node",
+            Rule::VictimLowerPriority => "victim-lower-priority",
+            Rule::VictimOnPreemptorTrays => "victim-on-preemptor-trays",
+            Rule::VictimWholeDomain => "victim-whole-domain",
         }
     }
 }
@@ -280,6 +306,176 @@ pub(crate) fn check(
     Err(Violation { rule, node: node.to_string(), message })
 }
 
+/// Checks a gang preemption answer `r` for the pod `pod` (`namespace/name`) against the state it
+/// was computed on: what the plugin would evict must be what upstream's DefaultPreemption would
+/// allow itself, in cdplace's units. Ok when the answer evicts nothing; else the first violation,
+/// by rule order ([`Rule::ALL`]) and then victim:
+/// - [`Rule::VictimLowerPriority`]: every victim's `spec.priority` is strictly lower than the
+///   preemptor's (upstream's DefaultPreemption compares pods the same way); a preemptor the view
+///   does not hold has no priority to compare with, so nothing may be evicted for it;
+/// - [`Rule::VictimOnPreemptorTrays`]: the nominated node is a tray of the plan's clique (a valid
+///   clique label), every victim the view holds a pod of, and every plain victim (no
+///   ComputeDomain) bound, assumed or nominated on a tray of that clique; a victim ComputeDomain
+///   holds at least one of them (its pods elsewhere go with it, whole). A pod the view does not
+///   hold is never a victim: the host cannot see its priority or node, and the plugin would
+///   delete whatever pod has that name;
+/// - [`Rule::VictimWholeDomain`]: every workload pod the plan evicts belongs to a ComputeDomain
+///   the plan evicts whole (not the preemptor's own), every bound, assumed or nominated workload
+///   pod of such a domain is evicted with it, and no IMEX daemon pod is a victim (the driver
+///   removes it with its domain).
+///
+/// PodDisruptionBudgets are not a rule here: as in upstream's DefaultPreemption they rank
+/// candidates but never block a preemption (deletion is not the eviction API); the plugin counts
+/// the budgets a plan violates and names them in the victims' Events.
+pub(crate) fn check_preemption(st: &State, pod: &str, r: &Answer) -> Result<(), Violation> {
+    let Some(plan) = &r.plan else { return Ok(()) };
+    let text = |id: StrId| st.interner.text(id);
+    let clique = text(plan.clique);
+    let node = text(plan.node);
+    let mut found: BTreeMap<Rule, (String, String)> = BTreeMap::new();
+    let mut note = |rule: Rule, node: &str, message: String| {
+        found.entry(rule).or_insert_with(|| (node.to_string(), message));
+    };
+    let me = split_key(pod);
+    let Some((fact, _)) = st.placed_pod(&me) else {
+        return Err(Violation {
+            rule: Rule::VictimLowerPriority,
+            node: node.to_string(),
+            message: format!(
+                "gang preemption for pod {pod}, which the scheduler's view does not hold: nothing is evicted for a preemptor whose priority the host cannot read"
+            ),
+        });
+    };
+    let priority = fact.priority;
+    let own = match st.member(fact) {
+        Membership::Member { domain, .. } => Some(domain),
+        _ => None,
+    };
+    let in_clique = |n: &str| valid_clique(st, n) == Some(clique);
+    if label_kind(clique) != LabelKind::Clique || !in_clique(node) {
+        note(
+            Rule::VictimOnPreemptorTrays,
+            node,
+            format!(
+                "gang preemption for pod {pod} nominates node {node} (NVLink clique {}) for NVLink clique {clique}: the victims must free the trays the preemptor's domain takes",
+                valid_clique(st, node).unwrap_or("(none)")
+            ),
+        );
+    }
+    let evicted: BTreeSet<&str> = plan.pods.iter().map(|&k| text(k)).collect();
+    let domains: BTreeSet<StrId> = plan.domains.iter().copied().collect();
+    // Where each evicted domain's pods are, to see that it holds a tray of the clique.
+    let mut homed: BTreeSet<StrId> = BTreeSet::new();
+    for &k in &plan.pods {
+        let key = text(k);
+        let Some((victim, at)) = st.placed_pod(&split_key(key)) else {
+            note(
+                Rule::VictimOnPreemptorTrays,
+                node,
+                format!(
+                    "gang preemption for pod {pod} names pod {key} as a victim, which the scheduler's view does not hold on any tray: only pods on the trays of NVLink clique {clique} may be evicted"
+                ),
+            );
+            continue;
+        };
+        let at = at.unwrap_or("");
+        if victim.priority >= priority {
+            note(
+                Rule::VictimLowerPriority,
+                at,
+                format!(
+                    "gang preemption for pod {pod} (priority {priority}) names pod {key} (priority {}) as a victim: only pods of lower priority than the preemptor are evicted",
+                    victim.priority
+                ),
+            );
+        }
+        let on_trays = !at.is_empty() && victim.placement != Placement::Pending && in_clique(at);
+        let off_trays = || {
+            format!(
+                "gang preemption for pod {pod} names pod {key} on node {} (NVLink clique {}) as a victim: only pods on the trays of NVLink clique {clique} are evicted",
+                if at.is_empty() { "(none)" } else { at },
+                valid_clique(st, at).unwrap_or("(none)")
+            )
+        };
+        let member = st.member(victim);
+        // A pod of a domain evicted whole may be anywhere the domain is (it goes with it); any
+        // other victim must be on the clique's trays.
+        let whole = matches!(member, Membership::Member { domain, daemon: false } if domains.contains(&domain) && Some(domain) != own);
+        if !whole && !on_trays {
+            note(Rule::VictimOnPreemptorTrays, at, off_trays());
+        }
+        match member {
+            Membership::Member { daemon: true, domain } => note(
+                Rule::VictimWholeDomain,
+                at,
+                format!(
+                    "gang preemption for pod {pod} names IMEX daemon pod {key} of ComputeDomain {} as a victim: the driver removes a domain's daemons with the domain",
+                    st.domain_display(text(domain))
+                ),
+            ),
+            Membership::Member { domain, .. } if Some(domain) == own => note(
+                Rule::VictimWholeDomain,
+                at,
+                format!("gang preemption for pod {pod} names pod {key} of its own ComputeDomain as a victim"),
+            ),
+            Membership::Member { domain, .. } if !domains.contains(&domain) => note(
+                Rule::VictimWholeDomain,
+                at,
+                format!(
+                    "gang preemption for pod {pod} evicts pod {key} of ComputeDomain {} but not the domain whole: a ComputeDomain is evicted whole or not at all",
+                    st.domain_display(text(domain))
+                ),
+            ),
+            Membership::Member { domain, .. } if on_trays => {
+                homed.insert(domain);
+            }
+            _ => {}
+        }
+    }
+    for &d in &plan.domains {
+        let uid = text(d);
+        if Some(d) == own {
+            note(
+                Rule::VictimWholeDomain,
+                node,
+                format!("gang preemption for pod {pod} evicts its own ComputeDomain {}", st.domain_display(uid)),
+            );
+            continue;
+        }
+        if !homed.contains(&d) {
+            note(
+                Rule::VictimOnPreemptorTrays,
+                node,
+                format!(
+                    "gang preemption for pod {pod} evicts ComputeDomain {}, which holds no tray of NVLink clique {clique}: only domains on the trays the preemptor takes are evicted",
+                    st.domain_display(uid)
+                ),
+            );
+        }
+        for k in st.pods_naming(uid) {
+            let Some((fact, Some(at))) = st.placed_pod(k) else { continue };
+            if fact.placement == Placement::Pending
+                || st.member(fact) != (Membership::Member { domain: d, daemon: false })
+            {
+                continue;
+            }
+            let key = format!("{}/{}", k.0, k.1);
+            if !evicted.contains(key.as_str()) {
+                note(
+                    Rule::VictimWholeDomain,
+                    at,
+                    format!(
+                        "gang preemption for pod {pod} evicts ComputeDomain {} but leaves its pod {key} on node {at}: a ComputeDomain is evicted whole or not at all",
+                        st.domain_display(uid)
+                    ),
+                );
+            }
+        }
+    }
+    let Some((rule, (node, message))) = found.into_iter().next() else { return Ok(()) };
+    Err(Violation { rule, node, message })
+}
+
 /// What makes a node break a rule.
 enum Held<'s> {
     /// The driver's label names another domain's UID.
@@ -488,5 +684,165 @@ mod tests {
         let r = answer(&mut st, &[1], &[], true);
         let v = check(&st, ImexMode::DriverManaged, "ns/d1-2", &[], &r).unwrap_err();
         assert_eq!((v.rule, v.node.as_str()), (Rule::OneWorkloadPerNode, "c001-00"));
+    }
+
+    /// Two cliques of 18 trays: domains d0 and d1 (priority 0) run 3 pods each on their clique's
+    /// first trays; domain `hi` (priority 100) waits with pod `hi-0`, and a plain pod `plain`
+    /// (priority 0) runs on c000-05.
+    fn preemption_fleet() -> State {
+        let mut st = fleet(2, 3);
+        let mut out = Vec::new();
+        let mut apply = |st: &mut State, o: Object| st.apply(&mut out, Record::Upsert(o));
+        apply(
+            &mut st,
+            Object::Domain {
+                namespace: "ns".into(),
+                name: "hi".into(),
+                uid: "uid-hi".into(),
+                size_hint: Some(4),
+                num_nodes: None,
+            },
+        );
+        apply(
+            &mut st,
+            Object::Template {
+                namespace: "ns".into(),
+                name: "hi-channel".into(),
+                domain: Some("uid-hi".into()),
+                daemon: false,
+                gpus: GpuDemand { count: 4, all: false },
+            },
+        );
+        let mut hi = pod_object("hi-0", "hi-channel", None, None);
+        if let Object::Pod { priority, .. } = &mut hi {
+            *priority = 100;
+        }
+        apply(&mut st, hi);
+        let mut plain = pod_object("plain", "none", None, Some("c000-05".into()));
+        if let Object::Pod { claims, .. } = &mut plain {
+            claims.clear();
+        }
+        apply(&mut st, plain);
+        st
+    }
+
+    /// A plan in clique `clique` nominating `node`, evicting `pods` and `domains`.
+    fn plan(st: &mut State, clique: u32, node: &str, pods: &[&str], domains: &[&str]) -> Answer {
+        let mut id = |s: &str| st.interner.id(s);
+        let plan = cdplace_policy::Plan {
+            clique: id(&format!("{CLUSTER}.{clique}")),
+            node: id(node),
+            pods: pods.iter().map(|p| id(&format!("ns/{p}"))).collect(),
+            domains: domains.iter().map(|d| id(d)).collect(),
+            gpus: 0,
+            priority: 0,
+            trays: 0,
+        };
+        Answer { domain: Some(id("uid-hi")), plan: Some(plan), reason: String::new() }
+    }
+
+    fn refused(st: &State, pod: &str, r: &Answer) -> (Rule, String) {
+        let v = check_preemption(st, pod, r).expect_err("a violation");
+        (v.rule, v.message)
+    }
+
+    #[test]
+    fn a_whole_lower_priority_domain_and_a_plain_pod_of_the_clique_pass() {
+        let mut st = preemption_fleet();
+        let r = plan(&mut st, 0, "c000-00", &["d0-0", "d0-1", "d0-2", "plain"], &["uid-d0"]);
+        assert_eq!(check_preemption(&st, "ns/hi-0", &r), Ok(()));
+        // No plan, nothing to check.
+        assert_eq!(
+            check_preemption(&st, "ns/hi-0", &Answer { domain: None, plan: None, reason: String::new() }),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn each_victim_rule_refuses_what_it_names() {
+        let mut st = preemption_fleet();
+        let cases: Vec<(Answer, &str, Rule, &str)> = vec![
+            // A pod the view does not hold: the plugin would delete whatever has that name.
+            (
+                plan(&mut st, 0, "c000-00", &["d0-0", "d0-1", "d0-2", "ghost"], &["uid-d0"]),
+                "ns/hi-0",
+                Rule::VictimOnPreemptorTrays,
+                "names pod ns/ghost as a victim, which the scheduler's view does not hold",
+            ),
+            // Part of a domain.
+            (
+                plan(&mut st, 0, "c000-00", &["d0-0", "d0-1"], &["uid-d0"]),
+                "ns/hi-0",
+                Rule::VictimWholeDomain,
+                "leaves its pod ns/d0-2 on node c000-02",
+            ),
+            // A domain pod without its domain.
+            (
+                plan(&mut st, 0, "c000-00", &["d0-0"], &[]),
+                "ns/hi-0",
+                Rule::VictimWholeDomain,
+                "evicts pod ns/d0-0 of ComputeDomain ns/d0 (UID uid-d0) but not the domain whole",
+            ),
+            // The nomination outside the plan's clique.
+            (
+                plan(&mut st, 0, "c001-05", &["d0-0", "d0-1", "d0-2"], &["uid-d0"]),
+                "ns/hi-0",
+                Rule::VictimOnPreemptorTrays,
+                "nominates node c001-05",
+            ),
+            // A domain on another clique's trays, evicted whole for this one.
+            (
+                plan(&mut st, 0, "c000-00", &["d1-0", "d1-1", "d1-2"], &["uid-d1"]),
+                "ns/hi-0",
+                Rule::VictimOnPreemptorTrays,
+                "evicts ComputeDomain ns/d1 (UID uid-d1), which holds no tray of NVLink clique",
+            ),
+            // A plain pod off the clique.
+            (
+                plan(&mut st, 1, "c001-05", &["plain"], &[]),
+                "ns/hi-0",
+                Rule::VictimOnPreemptorTrays,
+                "names pod ns/plain on node c000-05",
+            ),
+            // Equal priority: d0's pod for d1's pod (both 0).
+            (
+                plan(&mut st, 0, "c000-00", &["d0-0", "d0-1", "d0-2"], &["uid-d0"]),
+                "ns/d1-0",
+                Rule::VictimLowerPriority,
+                "(priority 0) names pod ns/d0-0 (priority 0)",
+            ),
+            // A preemptor the view does not hold.
+            (
+                plan(&mut st, 0, "c000-00", &["d0-0", "d0-1", "d0-2"], &["uid-d0"]),
+                "ns/nobody",
+                Rule::VictimLowerPriority,
+                "which the scheduler's view does not hold",
+            ),
+        ];
+        for (r, pod, rule, want) in cases {
+            let (got, msg) = refused(&st, pod, &r);
+            assert_eq!(got, rule, "{msg}");
+            assert!(msg.contains(want), "{msg}\nlacks {want:?}");
+        }
+    }
+
+    /// The preemptor's own domain is never a victim, even evicted whole.
+    #[test]
+    fn the_preemptors_own_domain_is_never_a_victim() {
+        let mut st = preemption_fleet();
+        let r = plan(&mut st, 0, "c000-00", &["d0-0", "d0-1", "d0-2"], &["uid-d0"]);
+        // d0-0 preempting for its own domain: equal priority and its own domain, both refused;
+        // the priority rule is reported first.
+        let (rule, _) = refused(&st, "ns/d0-0", &r);
+        assert_eq!(rule, Rule::VictimLowerPriority);
+        let mut out = Vec::new();
+        let mut own = pod_object("d0-9", "d0-channel", None, None);
+        if let Object::Pod { priority, .. } = &mut own {
+            *priority = 100;
+        }
+        st.apply(&mut out, Record::Upsert(own));
+        let (rule, msg) = refused(&st, "ns/d0-9", &r);
+        assert_eq!(rule, Rule::VictimWholeDomain, "{msg}");
+        assert!(msg.contains("of its own ComputeDomain"), "{msg}");
     }
 }

@@ -241,7 +241,14 @@ pub fn run(o: &CheckOptions) -> Result<Report, String> {
             other(format!("steer (gpus: {gpus})"), cluster.steer(gpus).map(drop));
         }
         if let Some((ns, name, _)) = f.decide.first() {
-            other(format!("preempt {ns}/{name}"), cluster.preempt(ns, name).map(drop));
+            match cluster.preempt(ns, name) {
+                // Gang preemption's victims, checked by the host as the scheduler checks them.
+                Err(cdplace_host::Error::PolicyViolation(v)) => {
+                    calls += 1;
+                    unsafe_answers.push(format!("{}: preempt {ns}/{name}: {v}", f.name));
+                }
+                r => other(format!("preempt {ns}/{name}"), r.map(drop)),
+            }
         }
         other("status".into(), cluster.status().map(drop));
     }

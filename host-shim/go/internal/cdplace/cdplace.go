@@ -147,7 +147,8 @@ const policyViolationPrefix = "policy violation: rule "
 // PolicyViolationRules are the safety rules the library enforces (the names of
 // host-shim/lib/src/safety.rs Rule), the values of the rule label of
 // cdplace_policy_violations_total.
-var PolicyViolationRules = []string{"one-domain-per-node", "one-clique-per-domain", "one-workload-per-node"}
+var PolicyViolationRules = []string{"one-domain-per-node", "one-clique-per-domain", "one-workload-per-node",
+	"victim-lower-priority", "victim-on-preemptor-trays", "victim-whole-domain"}
 
 // PolicyViolationRule is the rule a policy violation broke, "" when err is none.
 func PolicyViolationRule(err error) string {

@@ -139,7 +139,7 @@ var (
 	policyViolations = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "policy_violations_total",
-		Help:           "PreFilter answers of the policy the library refused because they allowed a node the driver's kubelet Prepare would refuse, by safety rule (one-domain-per-node, one-clique-per-domain, one-workload-per-node); the pod failed closed.",
+		Help:           "Answers of the policy the library or the plugin refused, by safety rule: PreFilter answers that allowed a node the driver's kubelet Prepare would refuse (one-domain-per-node, one-clique-per-domain, one-workload-per-node), gang preemptions naming a victim the host does not allow (victim-lower-priority, victim-on-preemptor-trays, victim-whole-domain); the pod failed closed, nothing was evicted.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"rule"})
 	breakerOpen = metrics.NewGauge(&metrics.GaugeOpts{

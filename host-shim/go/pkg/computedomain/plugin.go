@@ -9,6 +9,8 @@
 //   - decide.go: one policy decision per pod (reuse, preemption's overlay), statuses, the one
 //     place a rejection is made and logged.
 //   - preempt.go: PostFilter, gang preemption (the policy's victims carried out).
+//   - victims.go: the plugin's own check of a plan's victims before it deletes any (priority,
+//     the preemptor's clique, whole domains), behind the library's.
 //   - fleet.go: the fleet status: the fleet gauges and the Events on ComputeDomains.
 //   - state.go: CycleState.
 //   - hints.go: EventsToRegister and the QueueingHints.

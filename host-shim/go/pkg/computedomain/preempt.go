@@ -2,6 +2,7 @@ package computedomain
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -35,6 +36,11 @@ import (
 // pod it answers UnschedulableAndUnresolvable when gang preemption cannot help, which stops
 // DefaultPreemption from evicting part of a domain for it (per pod and per node, it cannot free
 // a clique; see rule 10 in docs/concepts.md).
+//
+// The victims are checked twice before anything is deleted: by the library, on the policy's view
+// (safety.rs: lower priority, the preemptor's clique, whole domains), and by victims.go on the
+// objects about to be deleted. A plan either refuses is reported as a refused placement is (a
+// Warning Event PolicyViolation, cdplace_policy_violations_total) and evicts nothing.
 //
 // PodDisruptionBudgets: default preemption prefers candidates without PDB violations but still
 // preempts when every candidate violates one (deletion is not the eviction API, so a PDB never
@@ -109,6 +115,9 @@ func (p *Plugin) gangPreempt(ctx context.Context, pod *v1.Pod, domain string) (*
 	observeCall(callPreempt, start, err)
 	p.breaker.record(p.logger, err)
 	p.afterCall()
+	if errors.Is(err, cdplace.ErrPolicyViolation) {
+		p.reportViolation(pod, err)
+	}
 	if err != nil {
 		gangPreemptions.WithLabelValues("error").Inc()
 		return nil, fwk.AsStatus(fmt.Errorf("computedomain gang preemption failed for pod %s/%s: %w", pod.Namespace, pod.Name, err))
@@ -149,6 +158,11 @@ func (p *Plugin) evict(ctx context.Context, preemptor *v1.Pod, pr *cdplace.Preem
 			return fwk.AsStatus(fmt.Errorf("computedomain gang preemption: reading victim %s: %w", key, err))
 		}
 		victims = append(victims, v)
+	}
+	check := victimCheck{domainOf: p.feed.isComputeDomainPod, cliqueOf: p.nodeClique}
+	if v := check.checkVictims(preemptor, plan, victims); v != nil {
+		p.refuseVictims(preemptor, v)
+		return fwk.AsStatus(fmt.Errorf("computedomain gang preemption refused for pod %s/%s: %w", preemptor.Namespace, preemptor.Name, v))
 	}
 	violations := pdbViolations(p.pdbs, victims)
 	where := fmt.Sprintf("NVLink clique %s", plan.Clique)

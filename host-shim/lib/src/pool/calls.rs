@@ -195,33 +195,38 @@ impl Pool {
         lease.instance.apply(&deltas)
     }
 
-    /// Runs gang preemption for the pod `namespace/name` and turns the result into `T` with the
-    /// state it was computed against (as [`Pool::pre_filter`]). It journals nothing: the view
-    /// changes only when the victims' deletions come back through the informers.
+    /// Runs gang preemption for the pod `namespace/name`, checks the victims against the
+    /// safety rules ([`safety::check_preemption`]: lower priority, the preemptor's trays, whole
+    /// domains) and turns the result into `T` with the state it was computed against (as
+    /// [`Pool::pre_filter`]; an answer that breaks a rule is [`Error::PolicyViolation`], counted,
+    /// and nothing is evicted). It journals nothing: the view changes only when the victims'
+    /// deletions come back through the informers.
     pub fn preempt<T>(
         &self,
+        on: On<'_>,
         namespace: &str,
         name: &str,
         now_ms: i64,
         convert: impl Fn(&State, &cdplace_policy::Preemption) -> T,
     ) -> Result<Decided<T>> {
         let what = || format!("{namespace}/{name}");
-        let shadowed = self.shadowing();
+        let key = what();
+        let shadowed = matches!(on, On::Pool) && self.shadowing();
         let convert = |st: &State, r: &cdplace_policy::Preemption| {
+            safety::check_preemption(st, &key, r).map_err(Error::PolicyViolation)?;
             let seed = match (shadowed, r.domain, st.pod(namespace, name)) {
                 (true, Some(domain), Some(pod)) => Some((pod, domain, r.clone())),
                 _ => None,
             };
             Ok((convert(st, r), seed))
         };
-        let ((t, seed), at) = self.decide(On::Pool, what, convert, |sh| {
+        let ((t, seed), at) = self.decide(on, what, convert, |sh| {
             let Some(pod) = sh.state.pod(namespace, name) else {
                 return Err(Error::UnknownPod(what()));
             };
             Ok(move |e: &mut dyn Evaluator| e.preempt(pod, now_ms))
         })?;
         if let Some((pod, domain, live)) = seed {
-            let key = format!("{namespace}/{name}");
             let live = shadow::Asked::Preempt(live);
             self.shadow_offer(shadow::Job { key, pod, domain, now_ms, pos: at.pos, generation: at.generation, live });
         }

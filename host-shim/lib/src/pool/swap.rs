@@ -7,7 +7,8 @@
 //! 4. `self-test`: fed the live view the way every new instance is (a snapshot, then the
 //!    journal), it decides for one pending pod of every ComputeDomain and a bounded sample of
 //!    placed pods through the live PreFilter path ([`On::Candidate`]: whatever the host checks of
-//!    an answer applies here too), answers no `Error` status, gives the fleet status once and
+//!    an answer applies here too), answers no `Error` status, asks gang preemption for each
+//!    pending pod that fits nowhere (the victims checked as the live path checks them), gives the fleet status once and
 //!    steers once (when plain-pod steering is on), with no trap and each call within the call
 //!    timeout.
 //!
@@ -209,6 +210,8 @@ impl Pool {
                 (decision::packed(st, r), r.status.code, r.reason(r.status).to_string())
             });
             timed(&mut report, &what, t);
+            let unplaceable =
+                matches!(answer, Ok(((_, Code::Unschedulable | Code::UnschedulableAndUnresolvable, _), _)));
             match answer {
                 Ok(((_, Code::Error, reason), _)) => {
                     return Err(refused("self-test", format!("{} answered Error: {reason}", what())));
@@ -218,6 +221,20 @@ impl Pool {
                 Err(Error::UnknownPod(_)) => report.gone_pods += 1,
                 Err(Error::Compacted) => return Err(Error::Compacted),
                 Err(e) => return Err(refused("self-test", format!("{} failed: {}", what(), chain(&e)))),
+            }
+            // Where kube-scheduler would run PostFilter (a pending pod that fits nowhere), the
+            // candidate's gang preemption is asked too, and its victims checked like the live
+            // path's: a policy that would evict what the host refuses never decides.
+            if is_pending && unplaceable {
+                let what = || format!("gang preemption for pending pod {ns}/{name}");
+                let t = Instant::now();
+                let answer = self.preempt(On::Candidate(&mut *lease), ns, name, now_ms(), |_, _| ());
+                timed(&mut report, &what, t);
+                match answer {
+                    Ok(_) | Err(Error::UnknownPod(_)) => {}
+                    Err(Error::Compacted) => return Err(Error::Compacted),
+                    Err(e) => return Err(refused("self-test", format!("{} failed: {}", what(), chain(&e)))),
+                }
             }
         }
         let t = Instant::now();
