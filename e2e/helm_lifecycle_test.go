@@ -459,8 +459,8 @@ func kubeSystemAndClusterObjects(t *testing.T) map[string]bool {
 				continue // a kind that cannot be listed here (e.g. a virtual resource)
 			}
 			for _, o := range objs.Items {
-				if !r.Namespaced && (r.Kind == "Node" || r.Kind == "ResourceSlice") {
-					continue // the scenario's simulated fleet
+				if !r.Namespaced && (r.Kind == "Node" || r.Kind == "ResourceSlice" || r.Kind == "IPAddress") {
+					continue // the scenario's simulated fleet; ClusterIP bookkeeping, released on its own
 				}
 				out[r.Kind+"/"+o.GetNamespace()+"/"+o.GetName()] = true
 			}
