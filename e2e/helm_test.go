@@ -217,8 +217,6 @@ func testChartLintAndTemplate(t *testing.T, bin string) {
 				"ClusterRoleBinding/" + helmRelease,
 				"ConfigMap/" + helmRelease + "-config", "Deployment/" + helmRelease,
 				"FlowSchema/" + helmRelease + "-helm-t",
-				"MutatingAdmissionPolicy/" + helmRelease + "-helm-t-scheduler-name",
-				"MutatingAdmissionPolicyBinding/" + helmRelease + "-helm-t-scheduler-name",
 				"Pod/" + helmRelease + "-test-readyz",
 				"PodDisruptionBudget/" + helmRelease,
 				"Role/" + helmRelease + "-helm-t-leader-election", "RoleBinding/" + helmRelease + "-helm-t-authentication-reader",
@@ -749,15 +747,6 @@ func testChartPlaces(t *testing.T, bin, mode string) {
 			t.Errorf("a Deployment without its container securityContext drew no Pod Security warning: %q", w)
 		}
 	}
-	// A Job written as NVIDIA's guide writes it, without schedulerName: the chart's
-	// MutatingAdmissionPolicy gives its pods (they claim the domain's channel template)
-	// computedomain-scheduler, and the release places the domain whole. In secondScheduler mode
-	// the suite's stock scheduler runs too: without the policy it would take the pods. (In
-	// singleScheduler mode the pods kept default-scheduler in the one run made (issue 46 report):
-	// only secondScheduler mode is asserted until that is understood.)
-	if mode == "secondScheduler" {
-		s.placesAJobWithoutSchedulerName()
-	}
 	if mode == "singleScheduler" {
 		// A pod without schedulerName goes to the same process's default-scheduler profile.
 		if _, err := env.CP.Client.CoreV1().Pods(s.ns).Create(s.ctx, harness.GPUPod(s.ns, "plain", 0, harness.Baseline), metav1.CreateOptions{}); err != nil {
@@ -1042,28 +1031,5 @@ func testChartPolicyConfigMaps(t *testing.T, bin string) {
 	rb := chartObject(t, objs, "RoleBinding", helmRelease+"-policy")
 	if name, _, _ := unstructured.NestedString(rb.Object, "roleRef", "name"); name != role.GetName() {
 		t.Errorf("the policy RoleBinding binds %q", name)
-	}
-}
-
-// placesAJobWithoutSchedulerName runs a 2-pod domain whose Job names no scheduler and checks
-// that its pods got computedomain-scheduler from the chart's MutatingAdmissionPolicy and ran.
-func (s *scenario) placesAJobWithoutSchedulerName() {
-	s.t.Helper()
-	s.createDomain("unnamed", 0)
-	job := harness.DomainJob(s.ns, "unnamed", "unnamed", harness.JobSpec{Parallelism: 2, Completions: 2, GPUs: 4}, s.profile)
-	job.Spec.Template.Spec.SchedulerName = ""
-	if _, err := env.CP.Client.BatchV1().Jobs(s.ns).Create(s.ctx, job, metav1.CreateOptions{}); err != nil {
-		s.t.Fatal(err)
-	}
-	d := s.waitFor("unnamed's 2 pods running", 90*time.Second, all("unnamed", 2))
-	s.assertNoSplits(d)
-	pods, err := env.CP.Client.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{LabelSelector: harness.DomainLabel + "=unnamed"})
-	if err != nil || len(pods.Items) == 0 {
-		s.t.Fatalf("unnamed's pods: %v", err)
-	}
-	for _, p := range pods.Items {
-		if p.Spec.SchedulerName != "computedomain-scheduler" {
-			s.t.Errorf("pod %s of a Job without schedulerName has schedulerName %q; want computedomain-scheduler from the chart's MutatingAdmissionPolicy", p.Name, p.Spec.SchedulerName)
-		}
 	}
 }
