@@ -314,6 +314,22 @@ $(HELM_DOCS): e2e/tools/helm-docs/go.mod e2e/tools/helm-docs/go.sum
 chart-docs: $(HELM_DOCS)
 	$(HELM_DOCS) --chart-search-root kube-scheduler-config/chart/cdplace-scheduler
 
+## kind-docker: a Docker engine that runs privileged containers, as kind's nodes need
+## (e2e/kind/docker-setup.sh): only checks on an ordinary Docker host; on a fresh Debian machine as
+## root installs docker.io and starts dockerd; where the capability bounding set lacks
+## CAP_SYS_RESOURCE (this project's CI microVMs) registers e2e/kind/runc-drop-sys-resource as
+## dockerd's default runtime. kind: the kind CLI from the version e2e/tools/kind pins.
+KIND := $(E2E_BIN)/kind
+.PHONY: kind-docker kind
+kind-docker:
+	e2e/kind/docker-setup.sh
+
+kind: $(KIND)
+
+$(KIND): e2e/tools/kind/go.mod e2e/tools/kind/go.sum
+	mkdir -p $(E2E_BIN)
+	cd e2e/tools/kind && $(GO) build -trimpath -o ../../../$@ sigs.k8s.io/kind
+
 lint-e2e:
 	@test -z "$$(cd e2e && gofmt -l .)" || { echo "gofmt would change:"; cd e2e && gofmt -l .; exit 1; }
 	cd e2e && $(GO) vet ./...
