@@ -4,7 +4,7 @@
 // torn down, one channel claim per node (the plugin's checkpoint), and host-managed IMEX daemons
 // (no label at all). It has one owner for both places that play the plugin: the process-level
 // Prepare emulator (e2e/harness) and the DRA kubelet plugin that real kubelets call on kind
-// (e2e/cmd/cdplace-nvnode-plugin). It keeps no clock and makes no API calls; callers write the
+// (e2e/cmd/cdplace-fake-nvidia-driver). It keeps no clock and makes no API calls; callers write the
 // label and time its removal.
 package nvnode
 
