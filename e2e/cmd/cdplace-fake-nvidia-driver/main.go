@@ -28,7 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
@@ -43,13 +43,14 @@ func main() {
 	lag := flag.Duration("label-lag", 10*time.Second, "how long a ComputeDomain's node label outlives its last claim on the node")
 	pluginDir := flag.String("plugins-dir", "/var/lib/kubelet/plugins", "the kubelet's plugin data directory")
 	registryDir := flag.String("registry-dir", "/var/lib/kubelet/plugins_registry", "the kubelet's plugin registration directory")
+	kubeconfig := flag.String("kubeconfig", "", "kubeconfig file (in-cluster configuration when empty)")
 	klog.InitFlags(nil)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	switch flag.Arg(0) {
 	case "controller":
-		if err := runController(ctx); err != nil {
+		if err := runController(ctx, *kubeconfig); err != nil {
 			klog.ErrorS(err, "cdplace-fake-nvidia-driver controller")
 			os.Exit(1)
 		}
@@ -64,14 +65,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "cdplace-fake-nvidia-driver: NODE_NAME and POD_NAMESPACE must be set (the DaemonSet sets them from the downward API)")
 		os.Exit(2)
 	}
-	if err := run(ctx, node, ns, *gpus, *hostManaged, *lag, *pluginDir, *registryDir); err != nil {
+	if err := run(ctx, *kubeconfig, node, ns, *gpus, *hostManaged, *lag, *pluginDir, *registryDir); err != nil {
 		klog.ErrorS(err, "cdplace-fake-nvidia-driver kubelet-plugin")
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, node, ns string, gpus int, hostManaged bool, lag time.Duration, pluginDir, registryDir string) error {
-	cfg, err := rest.InClusterConfig()
+func run(ctx context.Context, kubeconfig, node, ns string, gpus int, hostManaged bool, lag time.Duration, pluginDir, registryDir string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -120,8 +121,8 @@ func run(ctx context.Context, node, ns string, gpus int, hostManaged bool, lag t
 }
 
 // runController runs the ComputeDomain controller emulator until ctx ends.
-func runController(ctx context.Context) error {
-	cfg, err := rest.InClusterConfig()
+func runController(ctx context.Context, kubeconfig string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
 	}
