@@ -38,8 +38,9 @@ type RealNode struct {
 	Dir  string // logs and configuration
 	// Root holds the kubelet's root directory and containerd's state, under /tmp: a unix socket's
 	// path must stay under 108 bytes, which a run directory in the repository can exceed.
-	Root  string
-	procs []*Process
+	Root   string
+	bridge string // the CNI bridge, which the bridge plugin leaves behind
+	procs  []*Process
 }
 
 // StartRealNode starts containerd, the kubelet (registering node name with labels) and the fake
@@ -50,7 +51,7 @@ func (cp *ControlPlane) StartRealNode(ctx context.Context, bin RealNodeBinaries,
 	if err != nil {
 		return nil, err
 	}
-	n := &RealNode{Name: name, Dir: dir, Root: root}
+	n := &RealNode{Name: name, Dir: dir, Root: root, bridge: fmt.Sprintf("cdp%d", i)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -84,8 +85,8 @@ state = %[2]q
 	if err := os.WriteFile(filepath.Join(dir, "containerd.toml"), []byte(ctrdCfg), 0o644); err != nil {
 		return nil, err
 	}
-	cni := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"cdplace-%[1]s","plugins":[{"type":"bridge","bridge":"cdp%[2]d","isGateway":true,"ipMasq":true,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.%[3]d.%[2]d.0/24"}]],"dataDir":%[4]q,"routes":[{"dst":"0.0.0.0/0"}]}},{"type":"portmap","capabilities":{"portMappings":true}}]}`,
-		name, i, 200, filepath.Join(dir, "cni-ipam"))
+	cni := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"cdplace-%[1]s","plugins":[{"type":"bridge","bridge":%[5]q,"isGateway":true,"ipMasq":true,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.%[3]d.%[2]d.0/24"}]],"dataDir":%[4]q,"routes":[{"dst":"0.0.0.0/0"}]}},{"type":"portmap","capabilities":{"portMappings":true}}]}`,
+		name, i, 200, filepath.Join(dir, "cni-ipam"), n.bridge)
 	if err := os.WriteFile(filepath.Join(dir, "cni", "10-bridge.conflist"), []byte(cni), 0o644); err != nil {
 		return nil, err
 	}
@@ -183,6 +184,9 @@ func (n *RealNode) Stop() {
 	}
 	n.procs = nil
 	killCgroup("cdplace-" + n.Name)
+	if n.bridge != "" {
+		_ = exec.Command("ip", "link", "delete", n.bridge).Run() // absent when no pod ran
+	}
 	if n.Root != "" {
 		unmountUnder(n.Root)
 		_ = os.RemoveAll(n.Root)

@@ -37,8 +37,7 @@ func main() {
 	repo := flag.String("repo", ".", "repository root (binaries in target/)")
 	kubelet := flag.String("kubelet", "", "kubelet binary")
 	fake := flag.String("fake-driver", "", "cdplace-fake-nvidia-driver binary")
-	images := flag.String("images", "", "image archive with registry.k8s.io/pause:3.10 and -image, imported into each node's containerd")
-	image := flag.String("image", "cdplace.local/busybox:1", "the workload pods' image (must be in -images)")
+	pause := flag.String("pause", "", "a static pause binary (cdplace-pause): the sandbox and workload image, imported into each node's containerd")
 	scheduler := flag.String("scheduler", "stock", "stock (kube-scheduler-stock, the upstream clique pod-affinity pattern) or cdplace (target/go/kube-scheduler with kube-scheduler-config/scheduler-config.yaml)")
 	runtime := flag.String("runtime", "", "the OCI runtime the nodes' containerd runs (runc when empty); e2e/kind/runc-drop-sys-resource where the capability bounding set lacks CAP_SYS_RESOURCE")
 	cdplaceBin := flag.String("cdplace-bin", "target/go/kube-scheduler", "the cdplace kube-scheduler (`make scheduler`), relative to -repo unless absolute")
@@ -58,7 +57,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "-expect %q: want running or refused\n", *expect)
 		os.Exit(2)
 	}
-	res, err := run(ctx, *repo, *kubelet, *fake, *images, *image, *runtime, *scheduler, *cdplaceBin, *cliques, *trays, *size, *keep, *expect)
+	res, err := run(ctx, *repo, *kubelet, *fake, *pause, *runtime, *scheduler, *cdplaceBin, *cliques, *trays, *size, *keep, *expect)
 	fmt.Printf("SMOKE scheduler=%s running=%d/%d prepares=%d refusals=%d elapsed=%v\n", *scheduler, res.running, res.pods,
 		res.prepares, res.refusals, time.Since(start).Round(time.Second))
 	if err == nil {
@@ -85,7 +84,7 @@ func (r result) check(expect string) error {
 	return nil
 }
 
-func run(ctx context.Context, repo, kubelet, fake, images, image, runtime, scheduler, cdplaceBin string, cliques, trays, size int, keep bool, expect string) (res result, err error) {
+func run(ctx context.Context, repo, kubelet, fake, pause, runtime, scheduler, cdplaceBin string, cliques, trays, size int, keep bool, expect string) (res result, err error) {
 	abs, err := filepath.Abs(repo)
 	if err != nil {
 		return res, err
@@ -102,6 +101,10 @@ func run(ctx context.Context, repo, kubelet, fake, images, image, runtime, sched
 			_ = os.RemoveAll(dir)
 		}
 	}()
+	images := filepath.Join(dir, "node-images.tar")
+	if err := harness.WriteNodeImages(images, pause); err != nil {
+		return res, err
+	}
 	cp, err := harness.Start(ctx, dir, harness.Binaries{Etcd: filepath.Join(bin, "etcd"),
 		APIServer: filepath.Join(bin, "kube-apiserver"), ControllerManager: filepath.Join(bin, "kube-controller-manager")})
 	if err != nil {
@@ -206,7 +209,8 @@ func run(ctx context.Context, repo, kubelet, fake, images, image, runtime, sched
 		}
 		for i := 0; i < size; i++ {
 			pod := harness.DomainPod("smoke", d, i, 0, profile)
-			pod.Spec.Containers[0].Image = image
+			pod.Spec.Containers[0].Image = harness.PauseImage
+			pod.Spec.Containers[0].Command = nil
 			pod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{}
 			pod.Spec.Containers[0].ImagePullPolicy = corev1.PullNever
 			pod.Spec.Containers[0].Resources.Claims = append(pod.Spec.Containers[0].Resources.Claims, corev1.ResourceClaim{Name: "gpus"})
