@@ -56,7 +56,7 @@ scheduler: build
 	cd host-shim/go && $(GO) build "$(GO_HOSTLIB) $(GO_VERSION_X)" -o ../../$(SCHEDULER) ./cmd/kube-scheduler
 
 ## test: everything CI checks
-test: lint test-rust test-c test-go fuzz-smoke test-e2e bench-smoke bench-e2e-smoke bench-upstream-smoke test-image-tool
+test: lint test-rust test-c test-go fuzz-smoke test-e2e bench-smoke bench-e2e-smoke bench-upstream-smoke test-image-tool test-node-smoke
 
 test-rust: build examples example-python
 	$(CARGO) test --workspace --release
@@ -323,7 +323,8 @@ chart-docs: $(HELM_DOCS)
 ## Running, both channel claims Prepared by real kubelets, 0 refusals; the stock scheduler with the
 ## upstream clique pod-affinity pattern places the same domain on 1 clique of 2 trays and a real
 ## kubelet refuses the stale tray's Prepare with the driver's text. node-deps installs containerd,
-## runc, the CNI plugins and iproute2 from Debian when missing; where the capability bounding set
+## runc, the CNI plugins, iproute2 and iptables (the bridge plugin's masquerade) from Debian when
+## missing; where the capability bounding set
 ## lacks CAP_SYS_RESOURCE, containerd runs e2e/kind/runc-drop-sys-resource.
 KUBELET := $(E2E_BIN)/kubelet
 NODE_SMOKE_ARGS = -repo . -kubelet $(KUBELET) -fake-driver $(E2E_BIN)/cdplace-fake-nvidia-driver \
@@ -332,11 +333,11 @@ NODE_SMOKE_ARGS = -repo . -kubelet $(KUBELET) -fake-driver $(E2E_BIN)/cdplace-fa
 		echo -runtime $(CURDIR)/e2e/kind/runc-drop-sys-resource; fi)
 .PHONY: test-node-smoke node-deps node-smoke-binaries
 node-deps:
-	@missing=; for c in containerd ctr runc ip; do command -v $$c >/dev/null || missing=1; done; \
+	@missing=; for c in containerd ctr runc ip iptables; do command -v $$c >/dev/null || missing=1; done; \
 	[ -x /usr/lib/cni/bridge ] || missing=1; \
 	if [ -n "$$missing" ]; then \
-		echo "node-deps: installing containerd, runc, containernetworking-plugins, iproute2"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containerd runc containernetworking-plugins iproute2 >/dev/null; \
+		echo "node-deps: installing containerd, runc, containernetworking-plugins, iproute2, iptables"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containerd runc containernetworking-plugins iproute2 iptables >/dev/null; \
 	fi
 
 $(KUBELET): e2e/tools/kubelet/go.mod e2e/tools/kubelet/go.sum
