@@ -56,7 +56,7 @@ scheduler: build
 	cd host-shim/go && $(GO) build "$(GO_HOSTLIB) $(GO_VERSION_X)" -o ../../$(SCHEDULER) ./cmd/kube-scheduler
 
 ## test: everything CI checks
-test: lint test-rust test-c test-go fuzz-smoke test-e2e bench-smoke bench-e2e-smoke bench-upstream-smoke test-image-tool
+test: lint test-rust test-c test-go fuzz-smoke test-e2e bench-smoke bench-e2e-smoke bench-upstream-smoke test-image-tool test-node-smoke
 
 test-rust: build examples example-python
 	$(CARGO) test --workspace --release
@@ -314,6 +314,66 @@ $(HELM_DOCS): e2e/tools/helm-docs/go.mod e2e/tools/helm-docs/go.sum
 
 chart-docs: $(HELM_DOCS)
 	$(HELM_DOCS) --chart-search-root kube-scheduler-config/chart/cdplace-scheduler
+
+## test-node-smoke: ComputeDomain pods on real kubelets, one level below kind (issue 44): the e2e
+## control plane, and per simulated tray a containerd, a kubelet (v1.37.2, built from
+## e2e/tools/kubelet) and the fake NVIDIA driver's DRA kubelet plugins
+## (e2e/cmd/cdplace-fake-nvidia-driver, rules in e2e/nvnode), all processes on this machine
+## (harness.StartRealNode; root). Two runs of e2e/cmd/cdplace-node-smoke, each with a stale
+## ComputeDomain label on tray-0-0: cdplace places a 2-pod domain on 2 cliques of 2 trays, every pod
+## Running, both channel claims Prepared by real kubelets, 0 refusals; the stock scheduler with the
+## upstream clique pod-affinity pattern places the same domain on 1 clique of 2 trays and a real
+## kubelet refuses the stale tray's Prepare with the driver's text. node-deps installs containerd,
+## runc, the CNI plugins, iproute2 and iptables (the bridge plugin's masquerade) from Debian when
+## missing; where the capability bounding set
+## lacks CAP_SYS_RESOURCE, containerd runs e2e/kind/runc-drop-sys-resource.
+KUBELET := $(E2E_BIN)/kubelet
+NODE_SMOKE_ARGS = -repo . -kubelet $(KUBELET) -fake-driver $(E2E_BIN)/cdplace-fake-nvidia-driver \
+	-pause $(E2E_BIN)/cdplace-pause -cdplace-bin $(SCHEDULER) \
+	$$(if [ $$(( 0x$$(sed -n 's/^CapBnd:[[:space:]]*//p' /proc/self/status) >> 24 & 1 )) = 0 ]; then \
+		echo -runtime $(CURDIR)/e2e/kind/runc-drop-sys-resource; fi)
+.PHONY: test-node-smoke node-deps node-smoke-binaries
+node-deps:
+	@missing=; for c in containerd ctr runc ip iptables; do command -v $$c >/dev/null || missing=1; done; \
+	[ -x /usr/lib/cni/bridge ] || missing=1; \
+	if [ -n "$$missing" ]; then \
+		echo "node-deps: installing containerd, runc, containernetworking-plugins, iproute2, iptables"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containerd runc containernetworking-plugins iproute2 iptables >/dev/null; \
+	fi
+
+$(KUBELET): e2e/tools/kubelet/go.mod e2e/tools/kubelet/go.sum
+	mkdir -p $(E2E_BIN)
+	cd e2e/tools/kubelet && v=$$($(GO) list -m -f '{{.Version}}' k8s.io/kubernetes) && \
+	$(GO) build -trimpath -o ../../../$@ -ldflags "-X k8s.io/component-base/version.gitVersion=$$v \
+		-X k8s.io/component-base/version.gitMajor=$$(echo $$v | cut -d. -f1 | tr -d v) \
+		-X k8s.io/component-base/version.gitMinor=$$(echo $$v | cut -d. -f2)" k8s.io/kubernetes/cmd/kubelet
+
+# Go's cache makes these cheap when nothing changed.
+node-smoke-binaries: $(KUBELET)
+	cd e2e && $(GO) build -o ../$(E2E_BIN)/cdplace-fake-nvidia-driver ./cmd/cdplace-fake-nvidia-driver && \
+		CGO_ENABLED=0 $(GO) build -o ../$(E2E_BIN)/cdplace-pause ./cmd/cdplace-pause && \
+		$(GO) build -o ../$(E2E_BIN)/cdplace-node-smoke ./cmd/cdplace-node-smoke
+
+test-node-smoke: scheduler e2e-binaries node-deps node-smoke-binaries
+	mkdir -p target/e2e
+	$(E2E_BIN)/cdplace-node-smoke $(NODE_SMOKE_ARGS) -scheduler cdplace -cliques 2 -trays 2 -size 2 -expect running
+	$(E2E_BIN)/cdplace-node-smoke $(NODE_SMOKE_ARGS) -scheduler stock -cliques 1 -trays 2 -size 2 -expect refused
+
+## kind-docker: a Docker engine that runs privileged containers, as kind's nodes need
+## (e2e/kind/docker-setup.sh): only checks on an ordinary Docker host; on a fresh Debian machine as
+## root installs docker.io and starts dockerd; where the capability bounding set lacks
+## CAP_SYS_RESOURCE (this project's CI microVMs) registers e2e/kind/runc-drop-sys-resource as
+## dockerd's default runtime. kind: the kind CLI from the version e2e/tools/kind pins.
+KIND := $(E2E_BIN)/kind
+.PHONY: kind-docker kind
+kind-docker:
+	e2e/kind/docker-setup.sh
+
+kind: $(KIND)
+
+$(KIND): e2e/tools/kind/go.mod e2e/tools/kind/go.sum
+	mkdir -p $(E2E_BIN)
+	cd e2e/tools/kind && $(GO) build -trimpath -o ../../../$@ sigs.k8s.io/kind
 
 lint-e2e:
 	@test -z "$$(cd e2e && gofmt -l .)" || { echo "gofmt would change:"; cd e2e && gofmt -l .; exit 1; }

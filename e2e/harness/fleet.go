@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
+	"github.com/cdplace/cdplace/e2e/nvnode"
 	"github.com/cdplace/cdplace/host-shim/go/test/nvdriver"
 )
 
@@ -243,42 +244,8 @@ func createNode(ctx context.Context, c kubernetes.Interface, spec FleetSpec, nam
 // nodeSlices are the node's ResourceSlices as the NVIDIA driver's two kubelet plugins publish
 // them: one pool per node and driver, pool name = node name.
 func nodeSlices(spec FleetSpec, node, clique string) []*resourcev1.ResourceSlice {
-	str := func(s string) resourcev1.DeviceAttribute { return resourcev1.DeviceAttribute{StringValue: &s} }
-	ver := func(s string) resourcev1.DeviceAttribute { return resourcev1.DeviceAttribute{VersionValue: &s} }
-	num := func(i int64) resourcev1.DeviceAttribute { return resourcev1.DeviceAttribute{IntValue: &i} }
-	var gpus []resourcev1.Device
-	for i := 0; i < spec.GPUsPerTray; i++ {
-		uuid := fmt.Sprintf("GPU-%s-%d", node, i)
-		gpus = append(gpus, resourcev1.Device{
-			Name: fmt.Sprintf("gpu-%d", i),
-			Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
-				"type":                            str("gpu"),
-				"uuid":                            str(uuid),
-				"productName":                     str("NVIDIA GB200"),
-				"brand":                           str("Nvidia"),
-				"architecture":                    str("Blackwell"),
-				"cudaComputeCapability":           ver("10.0.0"),
-				"driverVersion":                   ver("580.82.7"),
-				"cudaDriverVersion":               ver("13.0.0"),
-				"resource.kubernetes.io/pciBusID": str(fmt.Sprintf("0000:%02x:00.0", 0x1b+i)),
-				"index":                           num(int64(i)),
-				"minor":                           num(int64(i)),
-			},
-			Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{
-				"memory": {Value: resource.MustParse("189471Mi")},
-			},
-		})
-	}
-	cd := []resourcev1.Device{{
-		Name:       "channel-0",
-		Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"type": str("channel"), "id": num(0)},
-	}}
-	if !spec.HostManaged {
-		cd = append(cd, resourcev1.Device{
-			Name:       "daemon-0",
-			Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"type": str("daemon"), "id": num(0)},
-		})
-	}
+	gpus := nvnode.GPUDevices(node, spec.GPUsPerTray)
+	cd := nvnode.ComputeDomainDevices(spec.HostManaged)
 	slice := func(driver string, devices []resourcev1.Device) *resourcev1.ResourceSlice {
 		return &resourcev1.ResourceSlice{
 			ObjectMeta: metav1.ObjectMeta{

@@ -2,14 +2,12 @@ package harness
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -21,14 +19,16 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/cdplace/cdplace/e2e/nvnode"
 )
 
 // Upstream error texts of the ComputeDomain kubelet plugin (dra-driver-nvidia-gpu), which the
-// emulator reports exactly as the driver words them.
+// emulator reports exactly as the driver words them (their owner is e2e/nvnode, whose rules the
+// emulator applies, as the DRA kubelet plugin on kind does).
 const (
-	ErrLabelExists   = "label already exists for a different ComputeDomain"
-	errLabelWrap     = "error adding Node label for ComputeDomain: "
-	ReasonPrepareErr = "FailedPrepareDynamicResources"
+	ErrLabelExists   = nvnode.ErrLabelExists
+	ReasonPrepareErr = nvnode.ReasonPrepareErr
 )
 
 // PrepareOptions configures the kubelet-side emulator.
@@ -55,22 +55,14 @@ type LabelEvent struct {
 	At           time.Time
 }
 
-type preparedClaim struct {
-	uid    types.UID
-	name   string // namespace/name
-	domain string // "" for claims without a channel
-}
-
 type preparedPod struct {
 	node   string
-	claims []preparedClaim
+	claims []nvnode.Claim
 }
 
 type nodeState struct {
-	channel  map[int]preparedClaim // the driver's checkpoint: channel id -> claim
-	domains  map[string]int        // prepared channel claims per domain
-	label    string                // the node label as this emulator last wrote it
-	uid      types.UID             // the Node object this state is for
+	rules    *nvnode.Node // the driver's checkpoint and label, and its rules
+	uid      types.UID    // the Node object this state is for
 	removals map[string]*time.Timer
 	// write serializes the label writes to this node name, across incarnations (see syncLabel).
 	write *sync.Mutex
@@ -216,24 +208,11 @@ func (e *PrepareEmulator) prepare(ctx context.Context, pod *corev1.Pod, node *co
 	}
 	e.mu.Lock()
 	st := e.nodeState(node)
-	var refusal *Refusal
-	for _, cl := range claims {
-		if cl.domain == "" {
-			continue
-		}
-		if held, ok := st.channel[0]; ok && held.uid != cl.uid {
-			refusal = &Refusal{Claim: cl.name, Domain: cl.domain,
-				Message: fmt.Sprintf("channel 0 already allocated by claim %s (according to checkpoint)", held.name)}
-			break
-		}
-		if !e.opts.HostManaged && st.label != "" && st.label != cl.domain {
-			refusal = &Refusal{Claim: cl.name, Domain: cl.domain, Message: errLabelWrap + ErrLabelExists}
-			break
-		}
-	}
-	if refusal != nil {
-		refusal.Namespace, refusal.Pod, refusal.Node, refusal.At = pod.Namespace, pod.Name, node.Name, time.Now()
-		e.refusals = append(e.refusals, *refusal)
+	setLabel, refused := st.rules.Prepare(claims)
+	if refused != nil {
+		refusal := Refusal{Namespace: pod.Namespace, Pod: pod.Name, Node: node.Name, Claim: refused.Claim.Name,
+			Domain: refused.Claim.Domain, Message: refused.Message, At: time.Now()}
+		e.refusals = append(e.refusals, refusal)
 		key := string(pod.UID) + refusal.Message
 		first := !e.reported[key]
 		e.reported[key] = true
@@ -245,22 +224,14 @@ func (e *PrepareEmulator) prepare(ctx context.Context, pod *corev1.Pod, node *co
 		}
 		return
 	}
-	setLabel := ""
 	for _, cl := range claims {
-		if cl.domain == "" {
-			continue
-		}
-		st.channel[0] = cl
-		st.domains[cl.domain]++
-		if t := st.removals[cl.domain]; t != nil {
+		if t := st.removals[cl.Domain]; cl.Domain != "" && t != nil {
 			t.Stop()
-			delete(st.removals, cl.domain)
+			delete(st.removals, cl.Domain)
 		}
-		if !e.opts.HostManaged && st.label == "" {
-			st.label = cl.domain
-			setLabel = cl.domain
-			e.labelLog = append(e.labelLog, LabelEvent{Node: node.Name, Domain: cl.domain, Set: true, At: time.Now()})
-		}
+	}
+	if setLabel != "" {
+		e.labelLog = append(e.labelLog, LabelEvent{Node: node.Name, Domain: setLabel, Set: true, At: time.Now()})
 	}
 	e.prepared[pod.UID] = &preparedPod{node: node.Name, claims: claims}
 	e.preparedN++
@@ -272,7 +243,7 @@ func (e *PrepareEmulator) prepare(ctx context.Context, pod *corev1.Pod, node *co
 }
 
 // podClaims resolves the pod's claims; ready is false until every claim exists and is allocated.
-func (e *PrepareEmulator) podClaims(pod *corev1.Pod) (out []preparedClaim, ready bool) {
+func (e *PrepareEmulator) podClaims(pod *corev1.Pod) (out []nvnode.Claim, ready bool) {
 	for _, pc := range pod.Spec.ResourceClaims {
 		name := ptr.Deref(pc.ResourceClaimName, "")
 		if name == "" {
@@ -289,36 +260,9 @@ func (e *PrepareEmulator) podClaims(pod *corev1.Pod) (out []preparedClaim, ready
 		if err != nil || claim.Status.Allocation == nil {
 			return nil, false
 		}
-		out = append(out, preparedClaim{uid: claim.UID, name: pod.Namespace + "/" + name, domain: channelDomain(claim)})
+		out = append(out, nvnode.ClaimOf(claim))
 	}
 	return out, true
-}
-
-// channelDomain is the domainID of a claim allocated a compute-domain channel, or "".
-func channelDomain(claim *resourcev1.ResourceClaim) string {
-	channel := false
-	for _, r := range claim.Status.Allocation.Devices.Results {
-		if r.Driver == ComputeDomainDriver {
-			channel = true
-		}
-	}
-	if !channel {
-		return ""
-	}
-	configs := claim.Status.Allocation.Devices.Config
-	for _, c := range configs {
-		if c.Opaque == nil || c.Opaque.Driver != ComputeDomainDriver {
-			continue
-		}
-		var p struct {
-			Kind     string `json:"kind"`
-			DomainID string `json:"domainID"`
-		}
-		if json.Unmarshal(c.Opaque.Parameters.Raw, &p) == nil && p.Kind == "ComputeDomainChannelConfig" {
-			return p.DomainID
-		}
-	}
-	return ""
 }
 
 // nodeState is the driver's state on a node (e.mu held), initialised from the Node object. A
@@ -331,8 +275,8 @@ func (e *PrepareEmulator) nodeState(node *corev1.Node) *nodeState {
 	if st != nil && st.uid == node.UID {
 		return st
 	}
-	fresh := &nodeState{channel: map[int]preparedClaim{}, domains: map[string]int{}, removals: map[string]*time.Timer{},
-		label: node.Labels[DomainNodeLabel], uid: node.UID, write: &sync.Mutex{}}
+	fresh := &nodeState{rules: nvnode.NewNode(node.Labels[DomainNodeLabel], e.opts.HostManaged),
+		removals: map[string]*time.Timer{}, uid: node.UID, write: &sync.Mutex{}}
 	if st != nil {
 		fresh.write = st.write
 		for _, t := range st.removals {
@@ -360,26 +304,15 @@ func (e *PrepareEmulator) unprepare(ctx context.Context, uid types.UID) {
 	if st == nil {
 		return
 	}
-	for _, cl := range p.claims {
-		if cl.domain == "" {
-			continue
-		}
-		if held, ok := st.channel[0]; ok && held.uid == cl.uid {
-			delete(st.channel, 0)
-		}
-		st.domains[cl.domain]--
-		if st.domains[cl.domain] > 0 || e.opts.HostManaged || st.label != cl.domain {
-			continue
-		}
-		domain, node := cl.domain, p.node
+	for _, domain := range st.rules.Unprepare(p.claims) {
+		node := p.node
 		remove := func() {
 			e.mu.Lock()
 			s := e.state[node]
-			if s == nil || s.domains[domain] > 0 || s.label != domain {
+			if s == nil || !s.rules.RemoveLabel(domain) {
 				e.mu.Unlock()
 				return
 			}
-			s.label = ""
 			delete(s.removals, domain)
 			e.labelLog = append(e.labelLog, LabelEvent{Node: node, Domain: domain, At: time.Now()})
 			e.mu.Unlock()
@@ -408,7 +341,7 @@ func (e *PrepareEmulator) syncLabel(ctx context.Context, node string) {
 	st.write.Lock()
 	defer st.write.Unlock()
 	e.mu.Lock()
-	label := e.state[node].label // the current incarnation's
+	label := e.state[node].rules.Label // the current incarnation's
 	e.mu.Unlock()
 	var value *string
 	if label != "" {
@@ -531,8 +464,8 @@ func (e *PrepareEmulator) Labels() map[string]string {
 	defer e.mu.Unlock()
 	out := map[string]string{}
 	for n, st := range e.state {
-		if st.label != "" {
-			out[n] = st.label
+		if st.rules.Label != "" {
+			out[n] = st.rules.Label
 		}
 	}
 	return out
@@ -546,8 +479,8 @@ func (e *PrepareEmulator) ChannelHolders() map[string][]string {
 	out := map[string][]string{}
 	for uid, p := range e.prepared {
 		for _, cl := range p.claims {
-			if cl.domain != "" {
-				out[p.node] = append(out[p.node], cl.name+"@"+string(uid))
+			if cl.Domain != "" {
+				out[p.node] = append(out[p.node], cl.Name+"@"+string(uid))
 			}
 		}
 	}
