@@ -20,7 +20,7 @@ GO_HOSTLIB = -ldflags=-X=github.com/cdplace/cdplace/host-shim/go/internal/cdplac
 
 E2E_BIN := target/e2e/bin
 E2E_BINARIES := $(E2E_BIN)/etcd $(E2E_BIN)/kube-apiserver $(E2E_BIN)/kube-controller-manager $(E2E_BIN)/cdplace-demo \
-	$(E2E_BIN)/kube-scheduler-stock
+	$(E2E_BIN)/kube-scheduler-stock $(E2E_BIN)/kubectl
 
 .PHONY: all toolchain guest build scheduler test test-rust test-c test-go test-e2e lint lint-go lint-e2e e2e-binaries bench bench-smoke bench-framework bench-throughput bench-placement bench-e2e-smoke demo explain-demo clean
 
@@ -60,6 +60,14 @@ test: lint test-rust test-c test-go fuzz-smoke test-e2e bench-smoke bench-e2e-sm
 
 test-rust: build examples example-python
 	$(CARGO) test --workspace --release
+
+## test-policy-new: `cdplace policy new` makes a policy crate in a temporary directory outside the
+## repository, which builds offline with the guest profile and passes `cdplace policy check`
+## (host-shim/cli/tests/policy_new.rs; a cold build of the SDK's dependencies for wasm32-wasip2,
+## minutes, so not part of test-rust)
+.PHONY: test-policy-new
+test-policy-new: build
+	$(CARGO) test --release -p cdplace-cli --test policy_new -- --ignored
 
 ## test-c: the C ABI driven from C through include/cdplace.h
 test-c: build
@@ -110,10 +118,14 @@ test-go: scheduler lint-go
 ## (the shipped rules with gang preemption victims the host must refuse), cdplace_test_instantiate_trap.wasm
 ## (traps in configure), cdplace_test_loop.wasm (loops in every pre-filter),
 ## cdplace_test_other_wit.wasm (built against cdplace:policy@0.4.0: the host refuses to load it),
+## cdplace_test_overlay_panic.wasm (the shipped policy, panicking on any overlay: preemption's
+## what-ifs), cdplace_test_unsafe_when_placeable.wasm (the shipped policy, allowing every node
+## wherever it would place a pod),
 ## and cdplace_guest_worstfit.wasm (the shipped policy with worst fit across cliques). The
 ## worst-fit one is built in a cargo invocation of its own: features unify within one, and the
 ## shipped component must not get cdplace-policy's worst-fit feature.
-TEST_GUEST_PACKAGES := -p cdplace-test-violator -p cdplace-test-preempt-violator -p cdplace-test-instantiate-trap -p cdplace-test-loop -p cdplace-test-other-wit
+TEST_GUEST_PACKAGES := -p cdplace-test-violator -p cdplace-test-preempt-violator -p cdplace-test-instantiate-trap -p cdplace-test-loop -p cdplace-test-other-wit \
+	-p cdplace-test-overlay-panic -p cdplace-test-unsafe-when-placeable
 
 ## bench-swap: what a policy swap costs at 5,004 trays (278 cliques of 18, 200 pending domains,
 ## 500 placed pods): compiling the component, then Cluster::swap's checks and self-test on the
@@ -220,6 +232,15 @@ $(E2E_BIN)/kube-apiserver: e2e/go.mod e2e/go.sum
 $(E2E_BIN)/kube-controller-manager: e2e/go.mod e2e/go.sum
 	mkdir -p $(E2E_BIN)
 	cd e2e && $(GO) build -o ../$@ k8s.io/kubernetes/cmd/kube-controller-manager
+
+# kubectl of the control plane's release, for the docs' commands run verbatim
+# (e2e/policy_apply_test.go); a tools module of its own, since e2e/go.mod does not carry kubectl's
+# dependencies.
+$(E2E_BIN)/kubectl: e2e/tools/kubectl/go.mod e2e/tools/kubectl/go.sum
+	mkdir -p $(E2E_BIN)
+	cd e2e/tools/kubectl && v=$$($(GO) list -m -f '{{.Version}}' k8s.io/kubernetes) && \
+	$(GO) build -trimpath -o ../../../$@ -ldflags "-X k8s.io/component-base/version.gitVersion=$$v \
+		-X k8s.io/client-go/pkg/version.gitVersion=$$v" k8s.io/kubernetes/cmd/kubectl
 
 $(E2E_BIN)/cdplace-demo: e2e/go.mod e2e/go.sum $(wildcard e2e/harness/*.go e2e/cmd/cdplace-demo/*.go)
 	mkdir -p $(E2E_BIN)

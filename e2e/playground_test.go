@@ -48,7 +48,13 @@ func TestPlayground(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stderr.Close()
-	cmd := exec.Command(bin, "-repo", repoRoot, "-racks", "2", "-trays", "4")
+	// An extra manifest, as a user gives a Role and ConfigMap for a policy: applied before the
+	// scheduler starts.
+	manifest := filepath.Join(t.TempDir(), "extra.yaml")
+	if err := os.WriteFile(manifest, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: playground-extra, namespace: cdplace-system}\ndata: {a: b}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-repo", repoRoot, "-racks", "2", "-trays", "4", "-manifest", manifest)
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -114,6 +120,7 @@ func TestPlayground(t *testing.T) {
 		}
 	}
 
+	playgroundManifestApplied(t, export)
 	runJobThroughPlayground(t, export, "try")
 
 	// The scheduler crashes: the playground tells it and starts it again after the kubelet's
@@ -186,6 +193,41 @@ func TestPlayground(t *testing.T) {
 	for _, e := range left {
 		t.Errorf("playground left %s behind", filepath.Join(tmp, e.Name()))
 	}
+}
+
+// playgroundManifestApplied checks that the -manifest object was created before the cdplace
+// scheduler started (its lease, taken once it runs, is younger).
+func playgroundManifestApplied(t *testing.T, kubeconfig string) {
+	t.Helper()
+	c := kubernetes.NewForConfigOrDie(must(clientcmd.BuildConfigFromFlags("", kubeconfig)))
+	cm, err := c.CoreV1().ConfigMaps("cdplace-system").Get(t.Context(), "playground-extra", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the -manifest ConfigMap: %v", err)
+	}
+	var leaseAt time.Time
+	waitUntil(t, 60*time.Second, "the cdplace scheduler's lease", func() bool {
+		leases, err := c.CoordinationV1().Leases("").List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		for _, l := range leases.Items {
+			if strings.Contains(l.Name, "computedomain-scheduler") || strings.Contains(l.Name, "kube-scheduler") {
+				leaseAt = l.CreationTimestamp.Time
+				return true
+			}
+		}
+		return false
+	})
+	if cm.CreationTimestamp.After(leaseAt) {
+		t.Errorf("the -manifest ConfigMap was created at %v, after the scheduler's lease (%v)", cm.CreationTimestamp, leaseAt)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // runJobThroughPlayground uses the playground as a user would: the Workload API is served, and a

@@ -22,6 +22,11 @@ type EnvOptions struct {
 	// schedulers (see WithClientRate); otherwise they keep kube-scheduler's 50 and 100.
 	ClientQPS   float64
 	ClientBurst int
+	// Manifests are files of objects (YAML or JSON, multi-document) applied after the
+	// scheduler's namespace and RBAC and before any scheduler starts, in order: a Role for a
+	// policy ConfigMap, the ConfigMap itself, ... (so the scheduler's informers find them at once
+	// instead of backing off on a refused watch).
+	Manifests []string
 }
 
 // Env is a control plane ready for ComputeDomain workloads: the CRD, the DeviceClasses, the
@@ -69,6 +74,11 @@ func (env *Env) setup(ctx context.Context, opts EnvOptions) error {
 	}
 	if err := DeviceClasses(ctx, cp.Client, false); err != nil {
 		return fmt.Errorf("device classes: %w", err)
+	}
+	for _, f := range opts.Manifests {
+		if _, err := cp.ApplyFile(ctx, f, "default"); err != nil {
+			return fmt.Errorf("manifest %s: %w", f, err)
+		}
 	}
 	var err error
 	var life context.Context

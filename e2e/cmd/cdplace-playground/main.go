@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -33,6 +34,9 @@ func main() {
 	keep := flag.Bool("keep-logs", false, "keep the temporary directory with the processes' logs on exit (it is kept anyway when the playground fails)")
 	pluginConfig := flag.String("plugin-config", "", "a YAML file with the cdplace profile's pluginConfig list, replacing the shipped one "+
 		"(e.g. a ComputeDomainPlacement entry whose args set guestPath to your policy component)")
+	var manifests manifestFlag
+	flag.Var(&manifests, "manifest", "a file of objects (YAML or JSON, multi-document) applied before the scheduler starts, "+
+		"e.g. a Role and RoleBinding for a policy ConfigMap and the ConfigMap itself; repeatable, applied in order")
 	flag.Parse()
 	if *racks < 1 || *cliques < 1 || *trays < 1 || *gpus < 1 {
 		fmt.Fprintln(os.Stderr, "playground: -racks, -cliques-per-rack, -trays and -gpus-per-tray must be at least 1")
@@ -48,13 +52,33 @@ func main() {
 		}
 		plugins = b
 	}
-	if err := run(*root, spec, *gates, *keep, plugins); err != nil {
+	for _, m := range manifests {
+		if _, err := os.Stat(m); err != nil {
+			fmt.Fprintln(os.Stderr, "playground: -manifest:", err)
+			os.Exit(2)
+		}
+	}
+	if err := run(*root, spec, *gates, *keep, plugins, manifests); err != nil {
 		fmt.Fprintln(os.Stderr, "playground:", err)
 		os.Exit(1)
 	}
 }
 
-func run(root string, spec harness.FleetSpec, gates, keep bool, pluginConfig []byte) (err error) {
+// manifestFlag is the repeatable -manifest flag.
+type manifestFlag []string
+
+func (m *manifestFlag) String() string { return strings.Join(*m, ",") }
+
+func (m *manifestFlag) Set(v string) error {
+	abs, err := filepath.Abs(v)
+	if err != nil {
+		return err
+	}
+	*m = append(*m, abs)
+	return nil
+}
+
+func run(root string, spec harness.FleetSpec, gates, keep bool, pluginConfig []byte, manifests []string) (err error) {
 	// Signals end the playground from here on, also while it starts; a second one kills it at
 	// once (the processes it started die with it, as they are started with a parent-death signal).
 	sigCtx, stopSignals := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -86,7 +110,7 @@ func run(root string, spec harness.FleetSpec, gates, keep bool, pluginConfig []b
 	start := time.Now()
 	startCtx, cancelStart := context.WithTimeout(sigCtx, 5*time.Minute)
 	defer cancelStart()
-	env, err := harness.Up(startCtx, root, dir, harness.EnvOptions{WorkloadGates: gates, PluginConfig: pluginConfig})
+	env, err := harness.Up(startCtx, root, dir, harness.EnvOptions{WorkloadGates: gates, PluginConfig: pluginConfig, Manifests: manifests})
 	if err != nil {
 		return startErr(sigCtx, err)
 	}

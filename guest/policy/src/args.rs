@@ -127,6 +127,14 @@ pub struct Args {
     /// Validated by the host, as `policy`.
     #[serde(default, skip_serializing)]
     pub shadow_policy: HostOnly,
+    /// When the host refuses the live policy's answers (safety violations, traps, timeouts)
+    /// `failures` times within `window` (default 5 within 60s), the generation before it is
+    /// restored, with a Warning `PolicyReverted` Event on its source and
+    /// `cdplace_policy_reverts_total`; pods it left waiting are asked again at once. `failures: 0`
+    /// turns it off. The first policy (embedded, or a file's at start) has nothing before it.
+    /// Validated by the host, as `policy`.
+    #[serde(default, skip_serializing)]
+    pub policy_revert: HostOnly,
     /// Record what the policy saw and said into this directory (off when unset): the fact
     /// batches, assumptions and decisions, for `cdplace replay`. Files rotate at
     /// `recordMaxBytes`; the newest `recordMaxFiles` are kept.
@@ -478,7 +486,7 @@ mod tests {
     #[test]
     fn the_hosts_policy_source_is_accepted_and_ignored() {
         let a = Args::parse(
-            r#"{"policy":{"source":"configMap","namespace":"x","name":"y","key":"z"},"shadowPolicy":{"source":"embedded"}}"#,
+            r#"{"policy":{"source":"configMap","namespace":"x","name":"y","key":"z"},"shadowPolicy":{"source":"embedded"},"policyRevert":{"failures":0}}"#,
         )
         .unwrap();
         assert_eq!(a, Args::default());
@@ -575,7 +583,7 @@ mod tests {
         let props = schema["definitions"]["computeDomainPlacementArgs"]["properties"]
             .as_object()
             .expect("definitions.computeDomainPlacementArgs.properties in values.schema.json");
-        // guestPath, policy and shadowPolicy are the host's (never serialized by the policy);
+        // guestPath, policy, shadowPolicy and policyRevert are the host's (never serialized by the policy);
         // recordPath and policyArgs are serialized only when set.
         let mut fields: alloc::vec::Vec<String> = alloc::vec![
             "apiVersion".into(),
@@ -583,6 +591,7 @@ mod tests {
             "guestPath".into(),
             "policy".into(),
             "shadowPolicy".into(),
+            "policyRevert".into(),
             "recordPath".into(),
             "policyArgs".into(),
         ];

@@ -170,6 +170,9 @@ fn accepted(field: &str, default: Option<&serde_json::Value>) -> String {
         _ if field == "policy" || field == "shadowPolicy" => {
             return "an object: `source` `embedded`, `file` (with `path`), `configMap` or `secret` (with `namespace`, `name`, `key`); validated by the host".into();
         }
+        _ if field == "policyRevert" => {
+            return "an object: `failures` 0 to 10000 (0: off), `window` a duration from 1s to 1h; validated by the host".into();
+        }
         Some(Value::Number(_)) => vec![Value::from(0u32), Value::from(u32::MAX)],
         _ if field == "guestCallTimeout" => vec!["0ms".into(), "2h".into(), "soon".into()],
         _ => vec!["".into(), "not a name!".into(), "zz-not-a-variant".into()],

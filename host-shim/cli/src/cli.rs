@@ -41,7 +41,8 @@ enum Command {
     Status(status::Options),
     /// Ask a policy again every decision a scheduler recorded (recordPath) and compare the answers.
     Replay(replay::Options),
-    /// Policy components: `check` runs the conformance suite on one.
+    /// Policy components: `check` runs the conformance suite on one; `apply` puts one in the
+    /// scheduler's policy ConfigMap and prints its verdict.
     #[command(subcommand)]
     Policy(policy::Command),
 }
@@ -121,6 +122,31 @@ mod tests {
             assert!(replay(&[&["trace"], &flag[..]].concat()).is_err(), "{flag:?}");
         }
         assert!(!replay(&["trace"]).unwrap().simulate);
+    }
+
+    #[test]
+    fn policy_apply_flags() {
+        let apply = |args: &[&str]| -> Result<policy::apply::ApplyOptions, clap::Error> {
+            match Cli::try_parse_from([&["cdplace", "policy", "apply"], args].concat())?.command {
+                Command::Policy(policy::Command::Apply(o)) => Ok(o),
+                _ => unreachable!(),
+            }
+        };
+        let o = apply(&["my-policy.wasm"]).unwrap();
+        assert_eq!(
+            (o.namespace.as_str(), o.configmap, o.key.as_str(), o.shadow),
+            ("cdplace-system", None, "policy.wasm", false)
+        );
+        assert_eq!(o.timeout, std::time::Duration::from_secs(60));
+        let o = apply(&["x.wasm", "--shadow", "-n", "sched", "--configmap", "cm", "--key", "k", "--timeout", "2m"])
+            .unwrap();
+        assert_eq!(
+            (o.namespace.as_str(), o.configmap.as_deref(), o.key.as_str(), o.shadow),
+            ("sched", Some("cm"), "k", true)
+        );
+        assert_eq!(o.timeout, std::time::Duration::from_secs(120));
+        assert!(apply(&["x.wasm", "--timeout", "soon"]).is_err());
+        assert!(apply(&[]).is_err());
     }
 
     #[test]

@@ -85,13 +85,16 @@ pub struct LiveCluster {
     pub namespace: String,
 }
 
-fn live(what: impl Into<String>, source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> ExplainError {
+pub(crate) fn live(
+    what: impl Into<String>,
+    source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+) -> ExplainError {
     ExplainError::Live { what: what.into(), source: source.into() }
 }
 
 /// A failed request: the API server's own words (its message, reason and HTTP code) when it
 /// answered, with a pointer to the viewer role when it refused.
-fn api_error(what: String, e: kube::Error) -> ExplainError {
+pub(crate) fn api_error(what: String, e: kube::Error) -> ExplainError {
     match e {
         kube::Error::Api(s) => {
             let hint = if s.code == 403 {
@@ -116,7 +119,7 @@ pub fn read_cluster(opts: &LiveOptions) -> Result<LiveCluster, ExplainError> {
 
 /// The client configuration: the named kubeconfig file, else `$KUBECONFIG` (a list of files is
 /// merged), else ~/.kube/config; the named context, else the current one.
-async fn config(opts: &LiveOptions) -> Result<Config, ExplainError> {
+pub(crate) async fn config(opts: &LiveOptions) -> Result<Config, ExplainError> {
     let (kubeconfig, from) = match &opts.kubeconfig {
         Some(p) => (Kubeconfig::read_from(p), p.display().to_string()),
         None => (Kubeconfig::read(), "$KUBECONFIG or ~/.kube/config".to_string()),

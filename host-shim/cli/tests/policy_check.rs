@@ -144,3 +144,63 @@ fn bad_arguments_exit_2_with_the_reason() {
     assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
     assert!(r.stderr.contains("--args: must be a JSON object"), "{}", r.stderr);
 }
+
+/// At the default limits (2 s a call) a looping policy's verdict comes within a minute: the first
+/// timeout ends its fixture, each failing fixture is reported once, and progress is printed
+/// (issue 45: it ran ~26 minutes, silent, one failure line per round).
+#[test]
+fn a_looping_policy_fails_fast_at_the_defaults_each_fixture_once() {
+    let started = std::time::Instant::now();
+    let r = check(&component("cdplace_test_loop.wasm"), &["-o", "json"]);
+    let took = started.elapsed();
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(took.as_secs() < 60, "the suite took {took:?}");
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let answers = v["checks"].as_array().unwrap().iter().find(|c| c["name"] == "answers").unwrap();
+    assert_eq!(answers["result"], "FAIL");
+    let failures: Vec<&str> = answers["failures"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+    let fixtures: Vec<&str> =
+        r.stderr.lines().filter_map(|l| l.strip_prefix("cdplace policy check: fixture ")).collect();
+    assert!(!fixtures.is_empty(), "no progress on stderr: {}", r.stderr);
+    assert_eq!(failures.len(), fixtures.len(), "one failure per fixture: {failures:#?}");
+    for (f, progress) in failures.iter().zip(&fixtures) {
+        let name = progress.split_once(' ').unwrap().1;
+        assert!(f.starts_with(&format!("{name}: ")), "{f} is not fixture {name}'s");
+        assert!(f.contains("exceeded its deadline of 2s"), "{f}");
+    }
+}
+
+/// The shipped policy, except that it allows every node wherever it would place a pod: safe on a
+/// view whose pending domains fit nowhere, so only the new domains of every size (which could
+/// start now, beside a running domain) show it breaking `one-domain-per-node` (issue 45).
+#[test]
+fn a_policy_unsafe_only_for_a_placeable_new_domain_fails_safety() {
+    let (code, v) = report(&component("cdplace_test_unsafe_when_placeable.wasm"), &[]);
+    assert_eq!(code, 1, "{v:#}");
+    assert_eq!(result(&v, "instantiate").0, "PASS", "{v:#}");
+    assert_eq!(result(&v, "answers").0, "PASS", "{v:#}");
+    let (res, detail) = result(&v, "safety");
+    assert_eq!(res, "FAIL", "{v:#}");
+    let failures = v["checks"][2]["failures"].as_array().expect("failures listed");
+    assert!(
+        failures
+            .iter()
+            .filter_map(|f| f.as_str())
+            .any(|f| f.starts_with("new-domain-of-every-size: pre-filter new/size")
+                && f.contains("policy violation: rule one-domain-per-node")),
+        "{detail}: {failures:#?}"
+    );
+}
+
+/// The shipped policy, except that it panics whenever PreFilter gets an overlay: only
+/// preemption's what-ifs find it, and the suite names the what-if.
+#[test]
+fn a_policy_that_panics_only_on_an_overlay_fails_answers() {
+    let (code, v) = report(&component("cdplace_test_overlay_panic.wasm"), &[]);
+    assert_eq!(code, 1, "{v:#}");
+    assert_eq!(result(&v, "instantiate").0, "PASS", "{v:#}");
+    let (res, detail) = result(&v, "answers");
+    assert_eq!(res, "FAIL", "{v:#}");
+    assert!(detail.contains("(a preemption what-if)") && detail.contains("trapped"), "{detail}");
+    assert_eq!(result(&v, "safety").0, "PASS", "{v:#}");
+}

@@ -309,13 +309,16 @@ cdplace_error_t *cdplace_cluster_steer(const cdplace_cluster_t *c, uint8_t gpus,
  * settings as the policy deciding now: a policy must not change callTimeoutMs, memoryLimitMiB,
  * cliqueLabel, the drivers, ...), "self-test" (fed the live view as every new instance is, it
  * decides PreFilter for one pending pod of every ComputeDomain and up to 64 placed ones through
- * the live PreFilter path, gives the fleet status once and steers once when plainPodSteering is
+ * the live PreFilter path, asks preemption's what-ifs for up to 16 of those pending pods
+ * (PreFilter with a placed pod removed, then removed and added back: the AddPod/RemovePod
+ * overlays), gives the fleet status once and steers once when plainPodSteering is
  * on: no trap, no Error status, each call within guestCallTimeout). Then, at once, the policy
  * generation goes up by one and every later call is decided by the new component; calls in
  * flight finish on the old one, whose instances are dropped as they come back. The view and the
  * journal are kept (nothing is fed again).
  * On success writes a report as JSON to *report (free with cdplace_bytes_delete):
- *   {"generation": N (the new one), "pendingDomains": N, "placedPods": N, "gonePods": N (left
+ *   {"generation": N (the new one), "pendingDomains": N, "placedPods": N, "whatIfs": N,
+ *    "gonePods": N (left
  *    the view meanwhile), "calls": N, "slowestCallUs": N, "slowestCall": S, "setupUs": N
  *    (instantiate, configure, snapshot), "elapsedUs": N}
  * Errors: CDPLACE_ERROR_REFUSED (the old policy still decides; the message names the check and

@@ -599,6 +599,11 @@ impl State {
         (pending, sample)
     }
 
+    /// The node a pod is bound, assumed or nominated to (`None`: pending, or not in the view).
+    pub fn placed_node(&self, key: &Key) -> Option<String> {
+        self.pods.get(key).and_then(|p| p.indexed.clone())
+    }
+
     /// Every node with its clique label value, sorted by name.
     pub fn nodes(&self) -> Vec<(String, Option<String>)> {
         let mut v: Vec<_> = self.nodes.iter().map(|(n, s)| (n.clone(), s.clique_label.clone())).collect();

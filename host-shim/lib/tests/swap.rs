@@ -136,8 +136,10 @@ fn a_swap_keeps_the_view_and_the_journal_and_feeds_nothing_again() {
     assert_eq!(report.generation, 2);
     assert_eq!(c.policy_generation(), 2);
     assert_eq!((report.pending_domains, report.placed_pods, report.gone_pods), (1, 2, 0), "{report:?}");
-    // PreFilter for p0 and r0, r1; the fleet status; steering (on by default).
-    assert_eq!(report.calls, 5, "{report:?}");
+    // Preemption's what-ifs for p0: without r0, and with r0 put back on its node.
+    assert_eq!(report.what_ifs, 2, "{report:?}");
+    // PreFilter for p0 and r0, r1; the two what-ifs; the fleet status; steering (on by default).
+    assert_eq!(report.calls, 7, "{report:?}");
     assert!(report.slowest_call_us > 0 && !report.slowest_call.is_empty(), "{report:?}");
     // The new policy's one instance was fed one snapshot: the view, as the host holds it.
     assert_eq!(new.counts().0, 1);
@@ -210,6 +212,24 @@ fn the_self_test_refuses_a_component_that_traps_or_loops_on_the_live_view() {
     let text = e.to_string();
     assert!(text.contains("fault-loop/p0 failed: policy guest exceeded its deadline of 50ms"), "{text}");
     assert!(t.elapsed() < Duration::from_secs(5), "the loop was cut at the call timeout: {:?}", t.elapsed());
+    assert_eq!(c.policy_generation(), 1);
+}
+
+/// A component that decides as shipped but panics whenever PreFilter gets an overlay: only
+/// preemption's what-ifs find it, and the self-test asks them (issue 45).
+#[test]
+fn the_self_test_refuses_a_component_that_fails_only_under_a_preemption_overlay() {
+    let c = cluster_on(runtime(), &fleet());
+    let wasm = std::fs::read(wasm_path("cdplace_test_overlay_panic.wasm")).expect("built by make guest");
+    let e = c.swap(Runtime::new(&wasm).unwrap()).unwrap_err();
+    let text = e.to_string();
+    assert!(matches!(e, Error::Refused { check: "self-test", .. }), "{e:?}");
+    assert!(
+        text.contains(
+            "PreFilter of pending pod ns/p0 without ns/r0 (a preemption what-if) failed: policy guest trapped"
+        ),
+        "{text}"
+    );
     assert_eq!(c.policy_generation(), 1);
 }
 

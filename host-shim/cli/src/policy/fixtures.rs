@@ -13,6 +13,9 @@ pub struct Fixture {
     pub objects: Vec<Value>,
     /// `(namespace, name, domain UID)` of the pending pods to ask PreFilter and preemption for.
     pub decide: Vec<(String, String, String)>,
+    /// `(namespace, name, node)` of the placed ComputeDomain pods: preemption's what-ifs take
+    /// them away and put them back (PreFilterExtensions RemovePod/AddPod overlays).
+    pub placed: Vec<(String, String, String)>,
 }
 
 impl Fixture {
@@ -57,8 +60,23 @@ impl Fixture {
         self
     }
 
+    /// A ComputeDomain of `size` trays (its size annotation) with one pending pod, asked for: a
+    /// new domain of that size that could start now where a clique has `size` free trays.
+    fn sized_domain(&mut self, ns: &str, name: &str, size: u32) -> &mut Self {
+        for mut o in k8s::domain(ns, name, &uid(ns, name)) {
+            if o["kind"] == "ComputeDomain" {
+                // The shipped default of the plugin argument sizeAnnotation (the policy owns it).
+                let key = cdplace_policy::Args::parse("{}").expect("the default arguments parse").size_annotation;
+                o = k8s::annotate(o, &key, &size.to_string());
+            }
+            self.objects.push(o);
+        }
+        self.pending(ns, name, &format!("{name}-0"))
+    }
+
     /// A pod of domain `cd` bound (or only nominated) to `node`.
     fn placed(&mut self, ns: &str, cd: &str, pod: &str, node: &str, bound: bool) -> &mut Self {
+        self.placed.push((ns.into(), pod.into(), node.into()));
         let p = k8s::cd_pod(ns, cd, pod);
         self.objects.push(if bound { k8s::bound(p, node) } else { k8s::nominated(p, node) });
         self
@@ -70,6 +88,9 @@ impl Fixture {
         self
     }
 }
+
+/// The largest clique of [`every_size`]: its new domains are of every size up to it.
+pub const LARGEST_CLIQUE: u32 = 18;
 
 /// The UID the fixtures give domain `name` of `ns`.
 pub fn uid(ns: &str, name: &str) -> String {
@@ -160,5 +181,22 @@ pub fn all() -> Vec<Fixture> {
     }
     v.push(f);
 
+    v.push(every_size());
     v
+}
+
+/// New domains of every size from 1 to the largest clique, each of which could start now: the
+/// questions a policy is asked once such a domain arrives, whatever is pending when it is
+/// checked. Clique b is empty (every size fits); clique a runs a domain on 3 of its 18 trays,
+/// so an answer that lets a new domain onto them breaks `one-domain-per-node`.
+pub fn every_size() -> Fixture {
+    let mut f = Fixture::new("new-domain-of-every-size");
+    f.rack("a", 1, LARGEST_CLIQUE).rack("b", 2, LARGEST_CLIQUE).domain("ml", "run");
+    for t in 0..3 {
+        f.placed("ml", "run", &format!("run-{t}"), &format!("a-{t:02}"), true);
+    }
+    for size in 1..=LARGEST_CLIQUE {
+        f.sized_domain("new", &format!("size{size:02}"), size);
+    }
+    f
 }

@@ -15,13 +15,15 @@
 //! It also measures the `pre-filter` call time through the host (p50/p99 over `--rounds`
 //! passes), reported beside the checks. Exit status 0 when every check passes, 1 otherwise.
 
+pub mod apply;
 pub mod fixtures;
+pub mod new;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cdplace_host::{Cluster, Runtime, Settings};
+use cdplace_host::{Cluster, Overlay, Runtime, Settings};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -31,6 +33,13 @@ pub enum Command {
     /// Run the conformance suite on a policy component: it instantiates within the limits,
     /// answers every fixture without a trap, never breaks a safety rule; with its call times.
     Check(CheckOptions),
+    /// Put a component where the scheduler's configMap policy source watches (server-side apply
+    /// of binaryData), wait for its PolicyApplied or PolicyRefused Event and print the verdict;
+    /// exit 1 when it is refused or none comes within --timeout.
+    Apply(apply::ApplyOptions),
+    /// Start a policy crate outside this repository: the SDK (with its contract), the guest
+    /// profile, the wasm32-wasip2 target, the lock file and a policy to edit.
+    New(new::NewOptions),
 }
 
 /// Report format.
@@ -101,13 +110,28 @@ pub struct Report {
 }
 
 /// The failures kept per check in the report (all are counted).
-const KEPT_FAILURES: usize = 20;
+const KEPT_FAILURES: usize = 40;
 
 /// Runs a `cdplace policy` subcommand, prints its report, and gives the exit status: 0 when
 /// every check passed, 1 when one failed (a component that cannot be read or compiled fails
 /// `instantiate`), 2 for bad options.
 pub fn main(cmd: &Command) -> std::process::ExitCode {
-    let Command::Check(o) = cmd;
+    let o = match cmd {
+        Command::Check(o) => o,
+        Command::Apply(o) => return apply_main(o),
+        Command::New(o) => {
+            return match new::run(o) {
+                Ok(text) => {
+                    print!("{text}");
+                    std::process::ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("cdplace policy new: {e}");
+                    std::process::ExitCode::from(2)
+                }
+            };
+        }
+    };
     match run(o) {
         Ok(r) => {
             print!("{}", r.render(o.output));
@@ -116,6 +140,22 @@ pub fn main(cmd: &Command) -> std::process::ExitCode {
         Err(e) => {
             eprintln!("cdplace policy check: {e}");
             std::process::ExitCode::from(2)
+        }
+    }
+}
+
+/// `policy apply`: the verdict on stdout, exit 0 applied, 1 refused or no verdict (or the
+/// cluster could not be written), 2 for bad input.
+fn apply_main(o: &apply::ApplyOptions) -> std::process::ExitCode {
+    match apply::run(o) {
+        Ok(a) => {
+            let (text, code) = a.render();
+            print!("{text}");
+            std::process::ExitCode::from(code)
+        }
+        Err(e) => {
+            eprintln!("cdplace policy apply: {}", cdplace_host::error::chain(&e));
+            std::process::ExitCode::from(e.exit_code())
         }
     }
 }
@@ -198,64 +238,20 @@ pub fn run(o: &CheckOptions) -> Result<Report, String> {
     let mut unsafe_answers = Vec::new();
     let mut times = Vec::new();
     let (mut calls, mut decisions) = (0usize, 0usize);
-    for f in fixtures::all() {
-        let cluster = match Cluster::new(rt.clone() as Arc<dyn cdplace_host::Backend>, &args) {
-            Ok(c) => c,
-            Err(e) => {
-                answers.push(format!("{}: configure: {}", f.name, err(&e)));
-                continue;
-            }
-        };
-        for obj in &f.objects {
-            if let Err(e) = cluster.apply(obj) {
-                answers.push(format!("{}: apply: {}", f.name, err(&e)));
-            }
-        }
-        for round in 0..o.rounds {
-            for (ns, name, uid) in &f.decide {
-                let t = Instant::now();
-                let r = cluster.pre_filter(ns, name, &[]);
-                times.push(t.elapsed());
-                calls += 1;
-                match r {
-                    // The host's own check (host-shim/lib/src/safety.rs), the one the scheduler
-                    // applies to every answer: the call fails and names the rule and the node.
-                    Err(cdplace_host::Error::PolicyViolation(v)) => {
-                        decisions += usize::from(round == 0);
-                        if round == 0 {
-                            unsafe_answers.push(format!("{}: pre-filter {ns}/{name} (domain {uid}): {v}", f.name));
-                        }
-                    }
-                    Err(e) => answers.push(format!("{}: pre-filter {ns}/{name}: {}", f.name, err(&e))),
-                    Ok(_) => decisions += usize::from(round == 0),
-                }
-            }
-        }
-        let mut other = |what: String, r: Result<(), cdplace_host::Error>| {
-            calls += 1;
-            if let Err(e) = r {
-                answers.push(format!("{}: {what}: {}", f.name, err(&e)));
-            }
-        };
-        for gpus in [true, false] {
-            other(format!("steer (gpus: {gpus})"), cluster.steer(gpus).map(drop));
-        }
-        if let Some((ns, name, _)) = f.decide.first() {
-            match cluster.preempt(ns, name) {
-                // Gang preemption's victims, checked by the host as the scheduler checks them.
-                Err(cdplace_host::Error::PolicyViolation(v)) => {
-                    other(format!("preempt {ns}/{name}"), Ok(()));
-                    unsafe_answers.push(format!("{}: preempt {ns}/{name}: {v}", f.name));
-                }
-                r => other(format!("preempt {ns}/{name}"), r.map(drop)),
-            }
-        }
-        other("status".into(), cluster.status().map(drop));
+    let all = fixtures::all();
+    for (i, f) in all.iter().enumerate() {
+        // Progress on stderr: a suite of a slow policy is never silent (issue 45).
+        eprintln!("cdplace policy check: fixture {}/{} {}", i + 1, all.len(), f.name);
+        let mut fixture = FixtureRun::new(f.name);
+        fixture.run(&rt, &args, f, o.rounds, &mut times, &mut unsafe_answers);
+        calls += fixture.calls;
+        decisions += fixture.decisions;
+        answers.extend(fixture.failure());
     }
     let answers = check(
         "answers",
         answers,
-        format!("{} fixtures, {calls} calls: no trap, timeout, memory exhaustion or error", fixtures::all().len()),
+        format!("{} fixtures, {calls} calls: no trap, timeout, memory exhaustion or error", all.len()),
     );
     let safety = check(
         "safety",
@@ -267,6 +263,151 @@ pub fn run(o: &CheckOptions) -> Result<Report, String> {
     let checks = vec![instantiate, answers, safety];
     let pass = checks.iter().all(|c| c.result == "PASS");
     Ok(Report { component, pass, checks, pre_filter: timing(&mut times) })
+}
+
+/// The calls of one fixture. The first failed call (a trap, a timeout, memory exhaustion, an
+/// error) ends the fixture: the calls after it would mostly fail the same way, and a looping
+/// policy would cost the call timeout each (issue 45: 26 minutes at the defaults); the fixture
+/// is reported once, with its first failure and the calls left unasked.
+struct FixtureRun {
+    name: &'static str,
+    calls: usize,
+    decisions: usize,
+    failed: Option<String>,
+    /// Calls not made because the fixture had failed.
+    skipped: usize,
+    /// The safety rules its answers broke: each is reported once per fixture, with its first
+    /// answer.
+    rules: std::collections::BTreeSet<cdplace_host::safety::Rule>,
+}
+
+impl FixtureRun {
+    fn new(name: &'static str) -> Self {
+        FixtureRun { name, calls: 0, decisions: 0, failed: None, skipped: 0, rules: Default::default() }
+    }
+
+    /// Makes one call unless the fixture failed already; `Err` records the failure.
+    fn call<T>(
+        &mut self,
+        what: impl FnOnce() -> String,
+        f: impl FnOnce() -> Result<T, cdplace_host::Error>,
+    ) -> Option<T> {
+        if self.failed.is_some() {
+            self.skipped += 1;
+            return None;
+        }
+        self.calls += 1;
+        match f() {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.failed = Some(format!("{}: {}", what(), err(&e)));
+                None
+            }
+        }
+    }
+
+    fn run(
+        &mut self,
+        rt: &Arc<Runtime>,
+        args: &str,
+        f: &fixtures::Fixture,
+        rounds: u32,
+        times: &mut Vec<Duration>,
+        unsafe_answers: &mut Vec<String>,
+    ) {
+        let Some(cluster) =
+            self.call(|| "configure".into(), || Cluster::new(rt.clone() as Arc<dyn cdplace_host::Backend>, args))
+        else {
+            return;
+        };
+        for obj in &f.objects {
+            self.call(|| "apply".into(), || cluster.apply(obj));
+        }
+        for round in 0..rounds {
+            for (ns, name, uid) in &f.decide {
+                if self.failed.is_some() {
+                    self.skipped += 1;
+                    continue;
+                }
+                let t = Instant::now();
+                let r = cluster.pre_filter(ns, name, &[]);
+                times.push(t.elapsed());
+                self.calls += 1;
+                match r {
+                    // The host's own check (host-shim/lib/src/safety.rs), the one the scheduler
+                    // applies to every answer: the call fails and names the rule and the node.
+                    Err(cdplace_host::Error::PolicyViolation(v)) => {
+                        if round == 0 {
+                            self.decisions += 1;
+                            if self.rules.insert(v.rule) {
+                                unsafe_answers
+                                    .push(format!("{}: pre-filter {ns}/{name} (domain {uid}): {v}", self.name));
+                            }
+                        }
+                    }
+                    Err(e) => self.failed = Some(format!("pre-filter {ns}/{name}: {}", err(&e))),
+                    Ok(_) => self.decisions += usize::from(round == 0),
+                }
+            }
+        }
+        // Preemption's what-ifs (PreFilterExtensions): each pending pod asked again with a placed
+        // pod taken away, and taken away and put back on its node; the host checks these answers
+        // as it checks every other.
+        if let Some((pns, pname, node)) = f.placed.first() {
+            let remove = Overlay::RemovePod { namespace: pns.clone(), name: pname.clone() };
+            let add = Overlay::AddPod { namespace: pns.clone(), name: pname.clone(), node: node.clone() };
+            for overlay in [vec![remove.clone()], vec![remove, add]] {
+                let what = if overlay.len() == 1 { "without" } else { "with re-added" };
+                for (ns, name, uid) in &f.decide {
+                    let what = || format!("pre-filter {ns}/{name} {what} {pns}/{pname} (a preemption what-if)");
+                    match self.call(what, || match cluster.pre_filter(ns, name, &overlay) {
+                        Err(cdplace_host::Error::PolicyViolation(v)) => Ok(Some(v)),
+                        r => r.map(|_| None),
+                    }) {
+                        Some(Some(v)) => {
+                            if self.rules.insert(v.rule) {
+                                unsafe_answers.push(format!(
+                                    "{}: pre-filter {ns}/{name} (domain {uid}) {} {pns}/{pname}: {v}",
+                                    self.name,
+                                    if overlay.len() == 1 { "without" } else { "with re-added" }
+                                ));
+                            }
+                        }
+                        Some(None) => self.decisions += 1,
+                        None => {}
+                    }
+                }
+            }
+        }
+        for gpus in [true, false] {
+            self.call(|| format!("steer (gpus: {gpus})"), || cluster.steer(gpus).map(drop));
+        }
+        if let Some((ns, name, _)) = f.decide.first() {
+            let what = || format!("preempt {ns}/{name}");
+            // Gang preemption's victims, checked by the host as the scheduler checks them.
+            match self.call(what, || match cluster.preempt(ns, name) {
+                Err(cdplace_host::Error::PolicyViolation(v)) => Ok(Some(v)),
+                r => r.map(|_| None),
+            }) {
+                Some(Some(v)) => {
+                    if self.rules.insert(v.rule) {
+                        unsafe_answers.push(format!("{}: preempt {ns}/{name}: {v}", self.name));
+                    }
+                }
+                Some(None) | None => {}
+            }
+        }
+        self.call(|| "status".into(), || cluster.status().map(drop));
+    }
+
+    /// The fixture's one failure line, if it failed.
+    fn failure(&self) -> Option<String> {
+        let first = self.failed.as_ref()?;
+        Some(match self.skipped {
+            0 => format!("{}: {first}", self.name),
+            n => format!("{}: {first} (the fixture's {n} later calls were not made)", self.name),
+        })
+    }
 }
 
 /// p50/p99/max of call times (nearest rank).

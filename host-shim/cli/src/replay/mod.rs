@@ -263,8 +263,12 @@ pub struct Differing {
     pub call: &'static str,
     pub size: Option<u32>,
     pub class: String,
-    /// `refused`, `placed elsewhere`, `placed` (it was refused) or `refused for another reason`.
+    /// `refused`, `placed elsewhere`, `placed alike, nodes inside differ`, `placed` (it was
+    /// refused) or `refused for another reason`.
     pub change: &'static str,
+    /// What differs, `part: recorded → replayed; ...` (the code, the reason, the cliques with
+    /// their scores, the refused nodes, the node set, ...).
+    pub difference: String,
     /// How many of its decisions differ.
     pub decisions: u64,
     pub recorded: Answer,
@@ -397,7 +401,7 @@ fn replay_one(trace: &Trace, policy: &Policy) -> PolicyReport {
                 let size = domain.as_ref().and_then(|d| size_of(&cluster, &mut sizes, d));
                 let class = class(r.call, size);
                 rep.compared += 1;
-                let agreed = recorded.value == replayed.value;
+                let agreed = recorded.parts == replayed.parts;
                 let c = rep.classes.entry(class.clone()).or_default();
                 c.compared += 1;
                 if agreed {
@@ -421,6 +425,7 @@ fn replay_one(trace: &Trace, policy: &Policy) -> PolicyReport {
                             size,
                             class,
                             change: change(&recorded.answer, &replayed.answer),
+                            difference: difference(&recorded.parts, &replayed.parts),
                             decisions: 1,
                             recorded: recorded.answer,
                             replayed: replayed.answer,
@@ -451,8 +456,11 @@ fn ask(cluster: &Cluster, r: &Recorded) -> Result<Vec<u8>, String> {
 
 /// An answer decoded for comparing and showing.
 struct Parsed {
-    /// What is compared: the decoded decision or preemption (an error compares by being one).
-    value: Option<String>,
+    /// What is compared, part by part (issue 45: what decides where pods go, not every byte of
+    /// the answer, whose per-clique reason texts and steering hints may differ where no pod's
+    /// place does): the code, the reason when it refuses, the cliques offered with their scores,
+    /// the nodes refused inside them, the node set, ...; an error compares by being one.
+    parts: Vec<(&'static str, String)>,
     domain: Option<String>,
     answer: Answer,
 }
@@ -463,7 +471,7 @@ impl Parsed {
             Ok(b) => b,
             Err(e) => {
                 return Parsed {
-                    value: None,
+                    parts: vec![("error", String::new())],
                     domain: None,
                     answer: Answer { code: "Error".into(), reason: e.clone(), placement: String::new() },
                 };
@@ -491,8 +499,26 @@ impl Parsed {
                         (None, _) if offered.is_empty() => "any node".into(),
                         (None, _) => format!("any node; cliques {} preferred", offered.join(", ")),
                     };
+                    let refused_nodes: Vec<String> = d
+                        .nodes
+                        .iter()
+                        .filter(|(_, s)| s.code != Code::Success)
+                        .map(|(n, s)| format!("{n} {}", s.code.as_str()))
+                        .collect();
+                    let mut parts = vec![("code", d.status.code.as_str().to_string())];
+                    if d.status.code != Code::Success {
+                        parts.push(("reason", d.status.reason.clone()));
+                    } else {
+                        parts.extend([
+                            ("only its clique", d.exclusive.to_string()),
+                            ("cliques", offered.join(", ")),
+                            ("other nodes", format!("{} ({})", d.other.code.as_str(), d.other_score)),
+                            ("refused nodes", refused_nodes.join(", ")),
+                            ("node set", d.node_set.as_ref().map_or("every node".into(), |s| s.join(","))),
+                        ]);
+                    }
                     Parsed {
-                        value: Some(format!("{d:?}")),
+                        parts,
                         domain: d.domain.clone(),
                         answer: Answer {
                             code: d.status.code.as_str().into(),
@@ -502,7 +528,7 @@ impl Parsed {
                     }
                 }
                 Err(e) => Parsed {
-                    value: Some(format!("undecodable {bytes:?}")),
+                    parts: vec![("undecodable", format!("{bytes:?}"))],
                     domain: None,
                     answer: Answer { code: "Error".into(), reason: e, placement: String::new() },
                 },
@@ -516,7 +542,7 @@ impl Parsed {
                     format!("evict {} pods for clique {}", plan["pods"].as_array().map_or(0, Vec::len), plan["clique"])
                 };
                 Parsed {
-                    value: Some(v.to_string()),
+                    parts: vec![("preemption", v.to_string())],
                     domain: v["domain"].as_str().map(String::from),
                     answer: Answer {
                         code: if plan.is_null() { "Unschedulable".into() } else { "Success".into() },
@@ -533,9 +559,28 @@ fn change(recorded: &Answer, replayed: &Answer) -> &'static str {
     match (recorded.code == "Success", replayed.code == "Success") {
         (true, false) => "refused",
         (false, true) => "placed",
-        (true, true) => "placed elsewhere",
+        (true, true) if recorded.placement != replayed.placement => "placed elsewhere",
+        (true, true) => "placed alike, nodes inside differ",
         (false, false) => "refused for another reason",
     }
+}
+
+/// The parts that differ, `part: recorded → replayed`, `; `-separated (`-` for a part one
+/// answer lacks or leaves empty).
+fn difference(recorded: &[(&'static str, String)], replayed: &[(&'static str, String)]) -> String {
+    let get = |parts: &[(&'static str, String)], name: &str| {
+        parts.iter().find(|(n, _)| *n == name).map(|(_, v)| v.clone()).filter(|v| !v.is_empty())
+    };
+    let mut names: Vec<&'static str> = recorded.iter().map(|(n, _)| *n).collect();
+    names.extend(replayed.iter().map(|(n, _)| *n).filter(|n| !recorded.iter().any(|(m, _)| m == n)));
+    names
+        .into_iter()
+        .filter_map(|n| {
+            let (a, b) = (get(recorded, n), get(replayed, n));
+            (a != b).then(|| format!("{n}: {} → {}", a.as_deref().unwrap_or("-"), b.as_deref().unwrap_or("-")))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// A domain's size in trays, from the policy's fleet status (asked once per domain not yet seen).
@@ -659,6 +704,9 @@ impl Report {
                 );
                 let _ = writeln!(out, "    recorded: {}", show(&d.recorded));
                 let _ = writeln!(out, "    replayed: {}", show(&d.replayed));
+                if !d.difference.is_empty() {
+                    let _ = writeln!(out, "    differs:  {}", d.difference);
+                }
             }
         }
         out
@@ -694,4 +742,33 @@ fn show(a: &Answer) -> String {
         let _ = write!(s, " [{}]", a.placement);
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(code: &str, placement: &str) -> Answer {
+        Answer { code: code.into(), reason: String::new(), placement: placement.into() }
+    }
+
+    /// Two answers that place alike but refuse a node inside differ by that node, and the report
+    /// says so, not "placed elsewhere" over two identical printed answers (issue 45).
+    #[test]
+    fn the_difference_names_what_differs() {
+        let a = vec![("code", "Success".to_string()), ("cliques", "c1 (80)".into()), ("refused nodes", String::new())];
+        let b = vec![
+            ("code", "Success".to_string()),
+            ("cliques", "c1 (80)".into()),
+            ("refused nodes", "n3 Unschedulable".into()),
+        ];
+        assert_eq!(difference(&a, &b), "refused nodes: - → n3 Unschedulable");
+        assert_eq!(difference(&a, &a), "");
+        let same = answer("Success", "its clique c1 (80) (18 nodes)");
+        assert_eq!(change(&same, &same.clone()), "placed alike, nodes inside differ");
+        assert_eq!(change(&same, &answer("Success", "its clique c2 (80) (18 nodes)")), "placed elsewhere");
+        assert_eq!(change(&same, &answer("Unschedulable", "")), "refused");
+        let c = vec![("code", "Unschedulable".to_string()), ("reason", "no room".into())];
+        assert_eq!(difference(&a, &c), "code: Success → Unschedulable; cliques: c1 (80) → -; reason: - → no room");
+    }
 }

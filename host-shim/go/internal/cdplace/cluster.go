@@ -334,6 +334,9 @@ type SwapReport struct {
 	// PendingDomains and PlacedPods were decided for by the new policy before it took over.
 	PendingDomains int `json:"pendingDomains"`
 	PlacedPods     int `json:"placedPods"`
+	// WhatIfs is how many preemption what-ifs (PreFilter with an AddPod/RemovePod overlay) it
+	// answered.
+	WhatIfs int `json:"whatIfs"`
 	// GonePods left the view during the self-test.
 	GonePods int `json:"gonePods"`
 	// Calls is how many decision calls the self-test made; the slowest took SlowestCallUs.

@@ -65,3 +65,12 @@ func (b *breaker) record(logger klog.Logger, err error) {
 		}
 	}
 }
+
+// reset closes the breaker and forgets its failures: they were another policy's (a swap or a
+// revert replaced it).
+func (b *breaker) reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.failures, b.openUntil = 0, time.Time{}
+	breakerOpen.Set(0)
+}

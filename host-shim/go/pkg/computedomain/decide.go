@@ -88,6 +88,9 @@ func (p *Plugin) call(pod *v1.Pod, overlay []cdplace.Overlay) (*cdplace.Decision
 	if errors.Is(err, cdplace.ErrPolicyViolation) {
 		p.reportViolation(pod, err)
 	}
+	if (cdplace.IsGuestFailure(err) || errors.Is(err, cdplace.ErrPolicyViolation)) && p.revert.refused(p.cluster.PolicyGeneration()) && p.policy != nil {
+		p.policy.revert(p.revert.describe() + "; last: " + err.Error())
+	}
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("computedomain policy failed for pod %s/%s: %w", pod.Namespace, pod.Name, err))
 	}

@@ -459,6 +459,23 @@ func (f *feed) unlockAndWake(wake []nsName) {
 	}
 }
 
+// activateWaiting moves every pod of the view that is not placed (not bound, not assumed) back
+// to the active queue: after a policy swap, what the old policy refused may be placed now.
+func (f *feed) activateWaiting() {
+	f.mu.Lock()
+	var wake []nsName
+	for k, e := range f.pods {
+		if e.node == "" && !e.assumed {
+			wake = append(wake, k)
+		}
+	}
+	activate := f.activate
+	f.mu.Unlock()
+	if len(wake) > 0 && activate != nil {
+		activate(wake)
+	}
+}
+
 // flushIfFull applies the pending batch when it passed a threshold.
 func (f *feed) flushIfFull() {
 	f.mu.Lock()

@@ -164,6 +164,12 @@ var (
 		Help:           "The live policy component: 1 for its sha256 digest, source (embedded, file, configMap) and generation (1 at start, one more per applied swap).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"digest", "source", "generation"})
+	policyReverts = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "policy_reverts_total",
+		Help:           "Live policies reverted to the generation before them because the host refused their answers (safety violations, guest failures) policyRevert.failures times within policyRevert.window.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	shadowSwaps = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "shadow_policy_swaps_total",
@@ -199,6 +205,7 @@ func RegisterMetrics() {
 		legacyregistry.MustRegister(policyCallDuration, policyCallErrors, decisionsTotal, steeringAnswers, scoreCycles, gangPreemptions, gangPreemptionVictims, gangPreemptionGPUs,
 			journalLength, policyInstances, quarantinedObjects, breakerOpen, policyViolations, policySwaps, policyInfo,
 			shadowSwaps, shadowInfo, shadowDecisions, shadowSeconds, recordDropped)
+		legacyregistry.MustRegister(policyReverts)
 		legacyregistry.MustRegister(domainsPending, domainsStarting, domainsRunning, cliqueFreeTrays, largestPlaceable, reservedTrays)
 	})
 }

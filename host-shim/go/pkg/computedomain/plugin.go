@@ -32,6 +32,7 @@
 //   - policy.go: where the policy comes from, and swapping it while the scheduler runs.
 //   - shadow.go: the shadow policy, asked beside the live one, never acting.
 //   - breaker.go: the circuit breaker over guest failures.
+//   - revert.go: the live policy reverted when its answers keep being refused (policyRevert).
 //   - quarantine.go: Events for the objects the library quarantined.
 //   - record.go: the recorder's args (what cdplace replay reads).
 //   - metrics.go: the plugin's metrics.
@@ -111,6 +112,9 @@ type Plugin struct {
 	podGroupEvents bool
 	// breaker stops calling a policy that keeps failing (breaker.go).
 	breaker breaker
+	// revert restores the generation before a live policy whose answers keep being refused
+	// (revert.go).
+	revert *reverter
 	// logger is the factory's (quarantine.go logs through it outside a cycle's context).
 	logger klog.Logger
 	// policy swaps the policy when its source changes (policy.go); shadow sets the shadow policy
@@ -214,6 +218,10 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if h == nil {
 		return nil, fmt.Errorf("%s needs a framework handle", Name)
 	}
+	revert, args, errs := parseRevert(args)
+	if len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
 	src, shadowSrc, policyArgs, errs := parseSources(args)
 	if len(errs) > 0 {
 		return nil, errs.ToAggregate()
@@ -258,6 +266,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	p.domainEvents = p.crd.served
 	p.podGroupEvents = podGroups
+	p.revert = &reverter{settings: revert, now: func() time.Time { return timeNow() }}
 	p.startPolicy(ctx, h, src, wasm, stamp)
 	p.startShadow(ctx, h, shadowSrc)
 	p.startFleet(ctx)
@@ -278,6 +287,15 @@ func (p *Plugin) startPolicy(ctx context.Context, h fwk.Handle, src PolicySource
 	p.policy.swapped = func() {
 		// Cached decisions and steering answers are the old policy's: the view's version moves on.
 		p.feed.bump()
+		// Pods the old policy left unschedulable are asked again at once, not after their backoff
+		// or the next event that happens to queue them (up to 5 minutes; issue 45).
+		p.feed.activateWaiting()
+		// The breaker's failures were the old policy's.
+		p.breaker.reset()
+	}
+	p.policy.liveWasm = wasm
+	if rec := h.EventRecorder(); rec != nil {
+		p.policy.revertEvent = revertEvents(rec)
 	}
 	if rec := h.EventRecorder(); rec != nil {
 		p.policy.event = policyEvents(rec)

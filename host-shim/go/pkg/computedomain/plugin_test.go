@@ -255,6 +255,11 @@ func newEnvWith(t testing.TB, crd bool, args string, nodes []*v1.Node, cds []*un
 	}); err != nil {
 		t.Fatalf("plugin never synced: %v", err)
 	}
+	// The test framework has no scheduling queue to activate pods in (its Activate would
+	// dereference nil): tests that look at activations set their own.
+	plugin.feed.mu.Lock()
+	plugin.feed.activate = func([]nsName) {}
+	plugin.feed.mu.Unlock()
 	return &env{t: t, ctx: ctx, fh: fh, plugin: plugin, client: client, dyn: dyn, nodes: nodes, events: recorder, podsWatched: podsWatched}
 }
 

@@ -73,8 +73,9 @@ const (
 
 // Event reasons on the policy's ConfigMap.
 const (
-	policyAppliedReason = "PolicyApplied"
-	policyRefusedReason = "PolicyRefused"
+	policyAppliedReason  = "PolicyApplied"
+	policyRefusedReason  = "PolicyRefused"
+	policyRevertedReason = "PolicyReverted"
 )
 
 // policyEvents records a swapper's outcome on regarding (the source's ConfigMap): a Normal
@@ -87,6 +88,30 @@ func policyEvents(rec events.EventRecorder) func(regarding runtime.Object, appli
 		}
 		rec.Eventf(regarding, nil, eventType, reason, "Scheduling", "%s", note)
 	}
+}
+
+// revertEvents records a revert on regarding (the source's ConfigMap): a Warning PolicyReverted
+// Event.
+func revertEvents(rec events.EventRecorder) func(regarding runtime.Object, note string) {
+	return func(regarding runtime.Object, note string) {
+		rec.Eventf(regarding, nil, v1.EventTypeWarning, policyRevertedReason, "Scheduling", "%s", note)
+	}
+}
+
+// revert restores the generation before the live one (see revert.go), through the same checks
+// as any swap, off the caller's goroutine; false when there is none to restore.
+func (s *swapper) revert(cause string) bool {
+	s.mu.Lock()
+	prev, prevAt, bad, regarding, origin := s.previous, s.previousAt, s.live, s.regarding, s.origin
+	s.mu.Unlock()
+	if prev == nil {
+		s.logger.Error(nil, "ComputeDomainPlacement: the live "+s.role+"'s answers keep being refused, and there is no generation before it to revert to; it keeps deciding and its pods fail closed",
+			"digest", bad, "cause", cause)
+		return false
+	}
+	s.offer(policyCandidate{wasm: prev, origin: "the generation before " + bad + " (" + prevAt + ", " + origin + ")", regarding: regarding,
+		revert: &revertCause{bad: bad, cause: cause}})
+	return true
 }
 
 // policyPollInterval is how often a file source is looked at (tests shorten it).
@@ -268,6 +293,15 @@ type policyCandidate struct {
 	origin string
 	// regarding is the object Events go on (the ConfigMap); nil for a file.
 	regarding runtime.Object
+	// revert: this is the generation before the live one, restored because the live one's
+	// answers kept being refused (revert.go); nil for content a source offered.
+	revert *revertCause
+}
+
+// revertCause is why a revert was asked for.
+type revertCause struct {
+	// bad is the digest of the policy reverted from; cause says why.
+	bad, cause string
 }
 
 // swapper replaces the cluster's policy in the background: one goroutine, one swap at a time,
@@ -287,13 +321,24 @@ type swapper struct {
 	event func(regarding runtime.Object, applied bool, note string)
 	// swapped runs after each applied swap (the plugin drops its cached decisions).
 	swapped func()
+	// revertEvent records a Warning PolicyReverted Event on regarding (nil: none).
+	revertEvent func(regarding runtime.Object, note string)
 
-	mu      sync.Mutex
-	next    *policyCandidate
-	live    string // the live policy's digest
-	refused string // the last refused digest (not tried again)
-	gen     uint64
-	kick    chan struct{}
+	mu   sync.Mutex
+	next *policyCandidate
+	// liveWasm is the live policy's content, previous the content of the generation before it
+	// and previousAt where it came from (nil: none, as for the first policy): a revert restores
+	// it (revert.go).
+	liveWasm, previous []byte
+	previousAt         string
+	// regarding and origin are those of the last content a source offered (a revert's Events
+	// go on the same object).
+	regarding runtime.Object
+	origin    string
+	live      string // the live policy's digest
+	refused   string // the last refused digest (not tried again)
+	gen       uint64
+	kick      chan struct{}
 	// done counts the candidates handled (tests wait on it).
 	done uint64
 }
@@ -398,6 +443,17 @@ func (s *swapper) apply(c policyCandidate) {
 	}
 	s.mu.Lock()
 	s.live, s.gen, s.refused = digest, report.Generation, ""
+	if c.revert != nil {
+		// The reverted content stays in its source: not tried again until other content comes.
+		s.refused = c.revert.bad
+		s.previous, s.previousAt = nil, ""
+	} else {
+		if s.liveWasm != nil {
+			s.previous, s.previousAt = s.liveWasm, live
+		}
+		s.regarding, s.origin = c.regarding, c.origin
+	}
+	s.liveWasm = c.wasm
 	s.mu.Unlock()
 	if live != "" {
 		s.info.DeleteLabelValues(live, s.source.Source, strconv.FormatUint(oldGen, 10))
@@ -412,8 +468,17 @@ func (s *swapper) apply(c policyCandidate) {
 		s.swapped()
 	}
 	took := time.Since(start)
-	note := fmt.Sprintf("%s %s from %s is generation %d (self-test: %d pending domains, %d placed pods, slowest call %.1f ms: %s; compile and check %s)",
-		s.role, digest, c.origin, report.Generation, report.PendingDomains, report.PlacedPods, float64(report.SlowestCallUs)/1000, report.SlowestCall, took.Round(time.Millisecond))
+	if c.revert != nil {
+		policyReverts.Inc()
+		note := fmt.Sprintf("%s %s reverted to generation %d (%s, the one before it): %s", s.role, c.revert.bad, report.Generation, digest, c.revert.cause)
+		s.logger.Error(nil, "ComputeDomainPlacement: "+note, "from", c.origin, "took", took)
+		if s.revertEvent != nil && c.regarding != nil {
+			s.revertEvent(c.regarding, note)
+		}
+		return
+	}
+	note := fmt.Sprintf("%s %s from %s is generation %d (self-test: %d pending domains, %d placed pods, %d preemption what-ifs, slowest call %.1f ms: %s; compile and check %s)",
+		s.role, digest, c.origin, report.Generation, report.PendingDomains, report.PlacedPods, report.WhatIfs, float64(report.SlowestCallUs)/1000, report.SlowestCall, took.Round(time.Millisecond))
 	s.logger.Info("ComputeDomainPlacement: "+s.role+" applied", "from", c.origin, "digest", digest, "generation", report.Generation,
 		"pendingDomains", report.PendingDomains, "placedPods", report.PlacedPods, "slowestCallUs", report.SlowestCallUs, "took", took)
 	if s.event != nil && c.regarding != nil {

@@ -3,8 +3,10 @@ package computedomain
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -135,6 +137,13 @@ func TestAFilePolicyIsSwappedInAndABadOneRefused(t *testing.T) {
 	cds := []*unstructured.Unstructured{computeDomain("cd", "uid-cd", 2)}
 	nodes := append(rack("a", 1, 2), rack("b", 2, 4)...)
 	e := newEnv(t, `{"policy":{"source":"file","path":`+strconv.Quote(path)+`}}`, nodes, cds, objs...)
+	var woken struct {
+		sync.Mutex
+		keys []nsName
+	}
+	e.plugin.feed.mu.Lock()
+	e.plugin.feed.activate = func(k []nsName) { woken.Lock(); woken.keys = append(woken.keys, k...); woken.Unlock() }
+	e.plugin.feed.mu.Unlock()
 	if c, g := preferred(t, e, pod); c != "a" || g != 1 {
 		t.Fatalf("the embedded best fit, generation 1: clique %s, generation %d", c, g)
 	}
@@ -158,6 +167,14 @@ func TestAFilePolicyIsSwappedInAndABadOneRefused(t *testing.T) {
 	if policyInfo.DeleteLabelValues(digest0, policyFile, "1") {
 		t.Fatal("the old policy's cdplace_policy_info series was left behind")
 	}
+
+	// The swap moved the waiting pod back to the active queue (issue 45: a swap left pods the
+	// old policy refused in their backoff for up to 5 minutes).
+	woken.Lock()
+	if !slices.Contains(woken.keys, (nsName{ns, "p0"})) {
+		t.Errorf("after the swap the waiting pod was not requeued: %v", woken.keys)
+	}
+	woken.Unlock()
 
 	// The faulty component answers other host settings: refused, generation 2 keeps deciding.
 	refused, _ := testutil.GetCounterMetricValue(policySwaps.WithLabelValues("refused", "settings"))

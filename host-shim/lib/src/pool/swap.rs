@@ -7,10 +7,12 @@
 //! 4. `self-test`: fed the live view the way every new instance is (a snapshot, then the
 //!    journal), it decides for one pending pod of every ComputeDomain and a bounded sample of
 //!    placed pods through the live PreFilter path ([`On::Candidate`]: whatever the host checks of
-//!    an answer applies here too), answers no `Error` status, asks gang preemption for each
-//!    pending pod that fits nowhere (the victims checked as the live path checks them), gives the fleet status once and
-//!    steers once (when plain-pod steering is on), with no trap and each call within the call
-//!    timeout.
+//!    an answer applies here too), asks preemption's what-ifs for up to [`SELF_TEST_WHAT_IFS`]
+//!    of those pending pods (PreFilter with a placed pod taken away, and taken away and put back
+//!    on its node: the AddPod/RemovePod overlays PreFilterExtensions sends), answers no `Error`
+//!    status, asks gang preemption for each pending pod that fits nowhere (the victims checked as
+//!    the live path checks them), gives the fleet status once and steers once (when plain-pod
+//!    steering is on), with no trap and each call within the call timeout.
 //!
 //! Then the swap is one step: the policy generation goes up, new calls get instances of the new
 //! policy (the checked instance is the first), instances of the old one finish the call they are
@@ -27,12 +29,18 @@ use super::calls::{On, now_ms};
 use super::{Current, Lease, Pool};
 use crate::decision;
 use crate::evaluator::Backend;
+use crate::overlay::Overlay;
 use crate::settings::Settings;
 use crate::{Error, Result};
 
 /// At most this many placed pods are decided for in a self-test (besides one pending pod of
 /// every ComputeDomain).
 pub const SELF_TEST_PLACED: usize = 64;
+
+/// At most this many pending pods are asked preemption's what-ifs in a self-test (two calls
+/// each: a placed pod removed, then removed and added back), so a policy that fails only under
+/// an overlay is refused before it decides (issue 45).
+pub const SELF_TEST_WHAT_IFS: usize = 16;
 
 /// How many times a self-test starts again when the view's strings are compacted under it.
 const SELF_TEST_ATTEMPTS: usize = 3;
@@ -47,6 +55,8 @@ pub struct SwapReport {
     pub pending_domains: usize,
     /// Placed pods of ComputeDomains decided for (at most [`SELF_TEST_PLACED`]).
     pub placed_pods: usize,
+    /// Preemption what-ifs answered (PreFilter with an overlay; at most 2 × [`SELF_TEST_WHAT_IFS`]).
+    pub what_ifs: usize,
     /// Pods that left the view during the self-test, so were not decided for.
     pub gone_pods: usize,
     /// Decision calls of the self-test (PreFilter, status, steering).
@@ -58,6 +68,14 @@ pub struct SwapReport {
     pub setup_us: u64,
     /// The whole check and swap, in microseconds.
     pub elapsed_us: u64,
+}
+
+/// The pods a self-test asks about, from one view.
+struct SelfTestPods<'a> {
+    pending: &'a [(String, String)],
+    placed: &'a [(String, String)],
+    /// A placed pod and its node: preemption's what-ifs take it away and put it back.
+    what_if: Option<&'a ((String, String), String)>,
 }
 
 fn refused(check: &'static str, reason: impl Into<String>) -> Error {
@@ -151,13 +169,16 @@ impl Pool {
         }
         // The snapshot and the pods to decide for, from the same view; the position pins the
         // journal from there, so the instance can catch up.
-        let (snapshot, pos, generation, (pending, placed)) = {
+        let (snapshot, pos, generation, (pending, placed), what_if) = {
             let mut sh = self.shared();
             let pos = sh.enter();
-            (sh.state.snapshot(), pos, sh.generation, sh.state.self_test_pods(SELF_TEST_PLACED))
+            let pods = sh.state.self_test_pods(SELF_TEST_PLACED);
+            let what_if = pods.1.iter().find_map(|k| Some((k.clone(), sh.state.placed_node(k)?)));
+            (sh.state.snapshot(), pos, sh.generation, pods, what_if)
         };
         let mut lease = Lease { instance, pos, generation, policy: next };
-        let r = self.self_test(&mut lease, &snapshot, &pending, &placed, settings, deadline(), start);
+        let pods = SelfTestPods { pending: &pending, placed: &placed, what_if: what_if.as_ref() };
+        let r = self.self_test(&mut lease, &snapshot, pods, settings, deadline(), start);
         match r {
             Ok(report) => Ok((lease, SwapReport { generation: next, ..report })),
             Err(e) => {
@@ -167,13 +188,11 @@ impl Pool {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn self_test(
         &self,
         lease: &mut Lease,
         snapshot: &[crate::wit::Delta],
-        pending: &[(String, String)],
-        placed: &[(String, String)],
+        pods: SelfTestPods<'_>,
         settings: &Settings,
         deadline: Instant,
         start: Instant,
@@ -187,6 +206,7 @@ impl Pool {
             generation: 0,
             pending_domains: 0,
             placed_pods: 0,
+            what_ifs: 0,
             gone_pods: 0,
             calls: 0,
             slowest_call_us: 0,
@@ -202,8 +222,9 @@ impl Pool {
                 report.slowest_call = what();
             }
         }
-        let pods = pending.iter().map(|p| (true, p)).chain(placed.iter().map(|p| (false, p)));
-        for (is_pending, (ns, name)) in pods {
+        let (pending, placed) = (pods.pending, pods.placed);
+        let all = pending.iter().map(|p| (true, p)).chain(placed.iter().map(|p| (false, p)));
+        for (is_pending, (ns, name)) in all {
             let what = || format!("PreFilter of {} pod {ns}/{name}", if is_pending { "pending" } else { "placed" });
             let t = Instant::now();
             let answer = self.pre_filter(On::Candidate(&mut *lease), ns, name, &[], now_ms(), |st, r| {
@@ -234,6 +255,35 @@ impl Pool {
                     Ok(_) | Err(Error::UnknownPod(_)) => {}
                     Err(Error::Compacted) => return Err(Error::Compacted),
                     Err(e) => return Err(refused("self-test", format!("{} failed: {}", what(), chain(&e)))),
+                }
+            }
+        }
+        // Preemption's what-ifs: the overlays PreFilterExtensions sends (RemovePod of a victim,
+        // AddPod when it is put back).
+        if let Some(((vns, vname), node)) = pods.what_if {
+            let remove = Overlay::RemovePod { namespace: vns.clone(), name: vname.clone() };
+            let add = Overlay::AddPod { namespace: vns.clone(), name: vname.clone(), node: node.clone() };
+            let overlays = [vec![remove.clone()], vec![remove, add]];
+            for (ns, name) in pending.iter().take(SELF_TEST_WHAT_IFS) {
+                for overlay in &overlays {
+                    let what = || {
+                        let how = if overlay.len() == 1 { "without" } else { "with re-added" };
+                        format!("PreFilter of pending pod {ns}/{name} {how} {vns}/{vname} (a preemption what-if)")
+                    };
+                    let t = Instant::now();
+                    let answer = self.pre_filter(On::Candidate(&mut *lease), ns, name, overlay, now_ms(), |_, r| {
+                        (r.status.code, r.reason(r.status).to_string())
+                    });
+                    timed(&mut report, &what, t);
+                    match answer {
+                        Ok(((Code::Error, reason), _)) => {
+                            return Err(refused("self-test", format!("{} answered Error: {reason}", what())));
+                        }
+                        Ok(_) => report.what_ifs += 1,
+                        Err(Error::UnknownPod(_)) => {}
+                        Err(Error::Compacted) => return Err(Error::Compacted),
+                        Err(e) => return Err(refused("self-test", format!("{} failed: {}", what(), chain(&e)))),
+                    }
                 }
             }
         }
