@@ -444,7 +444,7 @@ mod tests {
         let d = "sha256:dddd";
         let before: BTreeSet<_> = [("e1".to_string(), "1".to_string())].into();
         let old = ev("e1", "1", REFUSED, &format!("policy {d} refused"), 10);
-        assert_eq!(fresh_verdict(&[old.clone()], &before, d), None);
+        assert_eq!(fresh_verdict(std::slice::from_ref(&old), &before, d), None);
         // The same Event's series counted again: another resourceVersion.
         let again = ev("e1", "7", REFUSED, &format!("policy {d} refused"), 50);
         assert_eq!(fresh_verdict(&[again], &before, d).unwrap().reason, REFUSED);

@@ -364,17 +364,15 @@ impl FixtureRun {
                         Err(cdplace_host::Error::PolicyViolation(v)) => Ok(Some(v)),
                         r => r.map(|_| None),
                     }) {
-                        Some(Some(v)) => {
-                            if self.rules.insert(v.rule) {
-                                unsafe_answers.push(format!(
-                                    "{}: pre-filter {ns}/{name} (domain {uid}) {} {pns}/{pname}: {v}",
-                                    self.name,
-                                    if overlay.len() == 1 { "without" } else { "with re-added" }
-                                ));
-                            }
+                        Some(Some(v)) if self.rules.insert(v.rule) => {
+                            unsafe_answers.push(format!(
+                                "{}: pre-filter {ns}/{name} (domain {uid}) {} {pns}/{pname}: {v}",
+                                self.name,
+                                if overlay.len() == 1 { "without" } else { "with re-added" }
+                            ));
                         }
                         Some(None) => self.decisions += 1,
-                        None => {}
+                        Some(Some(_)) | None => {}
                     }
                 }
             }
@@ -385,16 +383,12 @@ impl FixtureRun {
         if let Some((ns, name, _)) = f.decide.first() {
             let what = || format!("preempt {ns}/{name}");
             // Gang preemption's victims, checked by the host as the scheduler checks them.
-            match self.call(what, || match cluster.preempt(ns, name) {
+            if let Some(Some(v)) = self.call(what, || match cluster.preempt(ns, name) {
                 Err(cdplace_host::Error::PolicyViolation(v)) => Ok(Some(v)),
                 r => r.map(|_| None),
-            }) {
-                Some(Some(v)) => {
-                    if self.rules.insert(v.rule) {
-                        unsafe_answers.push(format!("{}: preempt {ns}/{name}: {v}", self.name));
-                    }
-                }
-                Some(None) | None => {}
+            }) && self.rules.insert(v.rule)
+            {
+                unsafe_answers.push(format!("{}: preempt {ns}/{name}: {v}", self.name));
             }
         }
         self.call(|| "status".into(), || cluster.status().map(drop));
