@@ -47,6 +47,7 @@ mod nodes;
 mod pernode;
 pub mod preempt;
 mod reserve;
+pub mod segments;
 pub mod size;
 pub mod status;
 mod steer;
