@@ -151,11 +151,13 @@ impl NoPlan {
             NoPlan::NeverFits { units, unit, ever } => format!(
                 "it needs {units} segments of {unit} trays and all NVLink cliques together could hold only {ever}"
             ),
-            NoPlan::NotNow { units, unit: 1, free } => format!(
-                "it needs {units} trays placed together and the NVLink cliques have {free} free for it now; no pod starts until every segment fits"
+            // No count that moves with the fleet: this text is every retry's FailedScheduling
+            // message, and the events library folds only identical messages into a series.
+            NoPlan::NotNow { units, unit: 1, .. } => format!(
+                "it needs {units} trays and the NVLink cliques do not have room for all of them now; no pod starts until every segment fits"
             ),
-            NoPlan::NotNow { units, unit, free } => format!(
-                "it needs {units} segments of {unit} trays placed together and the NVLink cliques' free trays hold only {free} now; no pod starts until every segment fits"
+            NoPlan::NotNow { units, unit, .. } => format!(
+                "it needs {units} segments of {unit} trays and the NVLink cliques do not have room for all of them now; no pod starts until every segment fits"
             ),
         }
     }
