@@ -15,8 +15,8 @@
 //! - the trays a started spanning domain still needs in each clique of its plan are held against
 //!   every other domain's decision, as a single-clique domain's promise is (its home clique's
 //!   part is its promise; view.rs), so no other domain takes a segment's trays while it starts.
-//!   Plain-pod steering, gang preemption and reservations read only the promise: they do not
-//!   yet see the holds outside the home clique.
+//!   Plain-pod steering keeps plain GPU pods off held trays too (steer.rs); gang preemption and
+//!   reservations do not act for a spanning domain yet.
 //!
 //! The room in a clique is what a single-clique domain would count there: free trays of the
 //! domain's tray size, less trays promised to others and held for other spanning domains, less
@@ -342,6 +342,12 @@ mod tests {
         let r = pre_filter(&mut f, "small-0");
         assert_eq!(r.status.code, Code::Success);
         assert_eq!(offered(&f, &r), [clique(3), clique(4)]);
+        // Plain GPU pods are kept off clique 2's free trays too, and no clique is stable.
+        let steer = f.v.steer(true, 0);
+        let two = steer.cliques.iter().find(|c| f.v.str(c.clique) == clique(2)).expect("listed");
+        assert_eq!(two.verdict.code, Code::Unschedulable);
+        assert!(steer.reason(two.verdict).contains("held for the segments of a ComputeDomain larger than one clique"));
+        assert!(steer.cliques.iter().all(|c| !c.stable));
         // Whole: the Placed note names both segments.
         for i in 19..36 {
             f.bind("ns", &format!("big-{i}"), &format!("r2-{:02}", i - 18));
