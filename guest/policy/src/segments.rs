@@ -206,7 +206,21 @@ pub fn plan(size: u32, segment: Option<u32>, rooms: &[Room]) -> Result<Plan, NoP
         held += by_units[m].1;
         m += 1;
     }
-    let chosen = best_fit(&cands, rooms, m, units).unwrap_or_else(|| by_units[..m].iter().map(|c| c.0).collect());
+    // Only the m roomiest-by-least-free rooms of each units value can be in a best set: a set of
+    // m rooms holding another room of that value could swap it for a kept one not in the set
+    // (same units, no more free trays). On NVL72 that leaves at most 19·m rooms, not every clique.
+    let mut kept: Vec<(usize, u32)> = Vec::with_capacity(cands.len());
+    let mut by_value = cands.clone();
+    by_value.sort_by(|a, b| a.1.cmp(&b.1).then(rooms[a.0].free.cmp(&rooms[b.0].free)).then(a.0.cmp(&b.0)));
+    let mut run = 0;
+    for (i, c) in by_value.iter().enumerate() {
+        run = if i > 0 && by_value[i - 1].1 == c.1 { run + 1 } else { 0 };
+        if run < m {
+            kept.push(*c);
+        }
+    }
+    kept.sort_by_key(|c| c.0);
+    let chosen = best_fit(&kept, rooms, m, units).unwrap_or_else(|| by_units[..m].iter().map(|c| c.0).collect());
     // Lay the units out: the clique holding the most first, then in the rooms' order.
     let mut order: Vec<(usize, u32)> = chosen.iter().map(|&i| (i, (rooms[i].free / unit).min(units))).collect();
     order.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));

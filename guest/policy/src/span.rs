@@ -413,4 +413,37 @@ mod tests {
         }
         f.v.assert_consistent();
     }
+
+    /// The decision's cost at 5,004 trays (278 cliques of 18, 3 domains of 4 trays in each of
+    /// the first 200 cliques, the rest empty): a pending pod of a new 36-tray domain (segments)
+    /// against one of a new 12-tray domain (one clique). A measurement, not a check: run with
+    /// `cargo test --release -p cdplace-policy span::tests::cost_at_5004_trays -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn cost_at_5004_trays() {
+        extern crate std;
+        let mut f = Fx::new("");
+        for c in 1..=278u32 {
+            f.rack(&format!("r{c}"), c, 18);
+        }
+        for c in 1..=200u32 {
+            for d in 0..3u32 {
+                let name = format!("d{c}x{d}");
+                busy(&mut f, &name, c, d * 4, 4);
+            }
+        }
+        job(&mut f, "wide", 36);
+        job(&mut f, "one", 12);
+        let time = |f: &mut Fx, pod: &str| {
+            let key = f.id(&format!("ns/{pod}"));
+            let n = 200;
+            let start = std::time::Instant::now();
+            for _ in 0..n {
+                assert_eq!(f.v.pre_filter(key, &[], 0).status.code, Code::Success);
+            }
+            start.elapsed() / n
+        };
+        let (wide, one) = (time(&mut f, "wide-0"), time(&mut f, "one-0"));
+        std::println!("SPAN-COST trays=5004 spanning-36={wide:?} one-clique-12={one:?}");
+    }
 }
