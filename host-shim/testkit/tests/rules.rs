@@ -597,7 +597,7 @@ fn spare_trays_only_for_a_domain_sized_to_the_whole_clique() {
     assert_eq!(Twin::with_args(args, &objs_for(16)).decide(NS, "p0").status.code, Code::Success);
     let d = Twin::with_args(args, &objs_for(17)).decide(NS, "p0");
     assert_eq!(d.status.code, Code::UnschedulableAndUnresolvable);
-    assert!(d.status.reason.contains("(reserveTraysPerClique keeps 2 spare)"), "{}", d.status.reason);
+    assert!(d.status.reason.contains("(reserveTraysPerClique keeps 2 spare in every clique)"), "{}", d.status.reason);
     assert_eq!(Twin::with_args(args, &objs_for(18)).decide(NS, "p0").status.code, Code::Success);
 }
 
