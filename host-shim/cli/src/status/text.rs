@@ -191,7 +191,8 @@ mod tests {
             pending.contains("UnschedulableAndUnresolvable: ComputeDomain team/gamma needs 200 trays (size 200"),
             "{pending}"
         );
-        assert!(pending.contains("[pod team/gamma-0]"), "{pending}");
+        // The pod that was asked ends the (wrapped) reason.
+        assert!(pending.contains("[pod") && pending.contains("team/gamma-0]"), "{pending}");
     }
 
     #[test]
