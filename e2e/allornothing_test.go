@@ -23,8 +23,9 @@ const stallGrace = settleWindow + 5*time.Second
 
 // domainWatch samples a scenario's namespace every 250 ms while the scenario runs and records
 // every breach of all-or-nothing (a domain with pods bound and pods pending for longer than
-// stallGrace while a clique could hold it whole) and of one clique per domain (bound pods of one
-// domain in two cliques, ever).
+// stallGrace while a clique could hold it whole, or, for one larger than a clique, while the
+// fleet had room for the rest) and of one clique per domain (bound pods of one domain in two
+// cliques, ever; a domain larger than a clique in more than the fewest cliques that hold it).
 type domainWatch struct {
 	s     *scenario
 	sizes map[string]int
@@ -140,6 +141,18 @@ func (w *domainWatch) sample(now time.Time) {
 		if _, reported := w.stalls[cd]; reported || now.Sub(since) <= stallGrace {
 			continue
 		}
+		if per := w.s.fleet.Spec.TraysPerClique; size > per {
+			// Larger than a clique (segments): part-bound while the fleet has room for the rest.
+			room := d.bound
+			for _, cl := range w.s.fleet.Cliques {
+				room += free[cl]
+			}
+			if room >= size {
+				w.stalls[cd] = fmt.Sprintf("ComputeDomain %s (larger than a clique) had %d of its %d pods bound (in cliques %v) for more than %v, while the fleet had room for the rest",
+					cd, d.bound, size, keys(d.in), stallGrace)
+			}
+			continue
+		}
 		for _, cl := range w.s.fleet.Cliques {
 			if free[cl]+d.in[cl] >= size {
 				w.stalls[cd] = fmt.Sprintf("ComputeDomain %s had %d of its %d pods bound (%d pods exist, bound in cliques %v) for more than %v, while clique %s could hold it whole (%d free trays)",
@@ -182,8 +195,14 @@ func (w *domainWatch) check() {
 		}
 	}
 	for _, cd := range keys(w.cliques) {
-		if len(w.cliques[cd]) > 1 {
-			t.Errorf("ComputeDomain %s had pods bound in %d cliques: %v", cd, len(w.cliques[cd]), keys(w.cliques[cd]))
+		// A domain larger than a clique spans as segments, in the fewest cliques (on these
+		// uniform fleets: its size over the clique's trays, rounded up); any other, one clique.
+		fewest := 1
+		if size, per := w.sizes[cd], w.s.fleet.Spec.TraysPerClique; per > 0 && size > per {
+			fewest = (size + per - 1) / per
+		}
+		if len(w.cliques[cd]) > fewest {
+			t.Errorf("ComputeDomain %s had pods bound in %d cliques (want at most %d): %v", cd, len(w.cliques[cd]), fewest, keys(w.cliques[cd]))
 		}
 	}
 }

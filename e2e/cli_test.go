@@ -74,8 +74,8 @@ func runCdplace(t *testing.T, args ...string) string {
 
 // TestCLIStatusAndExplainLive runs `cdplace status` and `cdplace explain` against the live
 // control plane through its kubeconfig: an unannotated Job-backed ComputeDomain of 6 trays
-// runs, and the map shows its 6 trays in one clique; a 20-pod Job-backed domain on 18-tray
-// cliques waits, and both commands give the size the Job sets and the scheduler's own reason.
+// runs, and the map shows its 6 trays in one clique; a 37-pod Job-backed domain on two 18-tray
+// cliques (more than the fleet holds, even across cliques) waits, and both commands give the size the Job sets and the scheduler's own reason.
 // Then, on the same cluster, the kubectl plugin copied alone into a directory of its own
 // (KubectlPluginAlone), and run as a ServiceAccount bound only to the viewer role (ViewerRole).
 func TestCLIStatusAndExplainLive(t *testing.T) {
@@ -86,7 +86,7 @@ func TestCLIStatusAndExplainLive(t *testing.T) {
 		t.Fatalf("six should run in one clique: %s", d["six"])
 	}
 	home := d["six"].Cliques[0]
-	s.domain("big", 20, 4)
+	s.domain("big", 37, 4)
 
 	// Wait until the scheduler has tried every pod of big, so the map and explain see them all.
 	var pending corev1.Pod
@@ -103,7 +103,7 @@ func TestCLIStatusAndExplainLive(t *testing.T) {
 				pending = p
 			}
 		}
-		if len(pods.Items) == 20 && tried == 20 {
+		if len(pods.Items) == 37 && tried == 37 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -112,7 +112,7 @@ func TestCLIStatusAndExplainLive(t *testing.T) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	kubeconfig := env.CP.AdminKubeconfig
-	wantSize := "size 20 from Job " + s.ns + "/big spec.parallelism"
+	wantSize := "size 37 from Job " + s.ns + "/big spec.parallelism"
 
 	// The text map: six's letter appears 6 times, all in the row of its clique.
 	text := runCdplace(t, "status", "-A", "--kubeconfig", kubeconfig)
@@ -147,7 +147,7 @@ func TestCLIStatusAndExplainLive(t *testing.T) {
 			t.Errorf("six should hold 6 trays on the map, got %d", n)
 		}
 	}
-	if !strings.Contains(text, s.ns+"/big: 20 of 20 pod(s) pending, "+wantSize) {
+	if !strings.Contains(text, s.ns+"/big: 37 of 37 pod(s) pending, "+wantSize) {
 		t.Errorf("the map should list big as pending with %q", wantSize)
 	}
 
@@ -193,8 +193,8 @@ func TestCLIStatusAndExplainLive(t *testing.T) {
 	if m == nil {
 		t.Fatalf("explain gives no PreFilter reason")
 	}
-	if m[1] != "UnschedulableAndUnresolvable" || !strings.Contains(m[2], "needs 20 trays in one NVLink clique ("+wantSize+")") {
-		t.Errorf("explain should say big needs 20 trays (%s), got %s: %s", wantSize, m[1], m[2])
+	if m[1] != "UnschedulableAndUnresolvable" || !strings.Contains(m[2], "needs 37 trays ("+wantSize+"), more than one NVLink clique holds") {
+		t.Errorf("explain should say big needs 37 trays (%s), got %s: %s", wantSize, m[1], m[2])
 	}
 	if scheduler := harness.PendingReason(&pending); !strings.Contains(scheduler, m[2]) {
 		t.Errorf("explain's reason is not the scheduler's:\n explain:   %s\n scheduler: %s", m[2], scheduler)
@@ -206,7 +206,7 @@ func TestCLIStatusAndExplainLive(t *testing.T) {
 }
 
 // cliLive is the cluster TestCLIStatusAndExplainLive builds, which its subtests read: six runs in
-// clique home, big (20 pods, its size from its Job) waits; pending is a pod of big and reason the
+// clique home, big (37 pods, its size from its Job) waits; pending is a pod of big and reason the
 // policy's reason for it.
 type cliLive struct {
 	s                               *scenario
@@ -310,9 +310,9 @@ func (l cliLive) checkFleet(t *testing.T, st fleetStatus, namespace *string) {
 				t.Errorf("six: %+v, want Placed with 6 pods on 6 trays", d)
 			}
 		case "big":
-			if d.State != "Pending" || d.Pending != 20 || d.Wait == nil || d.Wait.Size == nil || *d.Wait.Size != 20 ||
+			if d.State != "Pending" || d.Pending != 37 || d.Wait == nil || d.Wait.Size == nil || *d.Wait.Size != 37 ||
 				d.Wait.SizeSource != "Job "+l.s.ns+"/big spec.parallelism" || d.Wait.Code != "UnschedulableAndUnresolvable" {
-				t.Errorf("big: %+v (wait %+v), want Pending, 20 pending, size 20 from its Job", d, d.Wait)
+				t.Errorf("big: %+v (wait %+v), want Pending, 37 pending, size 37 from its Job", d, d.Wait)
 			}
 		}
 	}
@@ -383,8 +383,8 @@ func (l cliLive) testPluginAlone(t *testing.T) {
 	inNS := []string{"KUBECONFIG=" + namespaced, "HOME=" + dir}
 	var cd explanation
 	decodeStrict(t, "explain cd/big -o json", mustRun(t, bin, dir, inNS, "explain", "cd/big", "-o", "json"), &cd)
-	if cd.ComputeDomain == nil || cd.ComputeDomain.Name != "big" || len(cd.ComputeDomain.Pods) != 20 {
-		t.Fatalf("explain cd/big: ComputeDomain %+v, want big with its 20 pods", cd.ComputeDomain)
+	if cd.ComputeDomain == nil || cd.ComputeDomain.Name != "big" || len(cd.ComputeDomain.Pods) != 37 {
+		t.Fatalf("explain cd/big: ComputeDomain %+v, want big with its 37 pods", cd.ComputeDomain)
 	}
 	for _, p := range cd.ComputeDomain.Pods {
 		if p.State != "Pending" || p.Node != nil {

@@ -16,7 +16,7 @@ var fleetFamilies = []string{"cdplace_clique_free_trays", "cdplace_domains_runni
 	"cdplace_domains_starting", "cdplace_largest_placeable_domain_trays", "cdplace_reserved_trays"}
 
 // The fleet gauges on the scheduler's /metrics and the Events on ComputeDomains, against the
-// fleet: two cliques of 4 trays; a (2 trays) and c (4) run, b (5) can never fit a clique, d (3)
+// fleet: two cliques of 4 trays; a (2 trays) and c (4) run, b (9) can never fit the fleet, d (3)
 // waits for trays (the clique a runs in offers 2). Free trays per clique, running and pending
 // counts match; each ComputeDomain has its Placed or Waiting Event once, however often its pods
 // were retried.
@@ -62,7 +62,7 @@ func TestFleetMetricsAndDomainEvents(t *testing.T) {
 	}
 	s.domain("c", 4, 4)
 	s.waitFor("c running", 60*time.Second, all("c", 4))
-	s.domain("b", 5, 4)
+	s.domain("b", 9, 4)
 	s.domain("d", 3, 4)
 
 	want := fmt.Sprintf("running=%v starting=%v no_clique_fits=%v waiting_for_trays=%v", base["cdplace_domains_running{}"]+2,
@@ -121,7 +121,8 @@ func TestFleetMetricsAndDomainEvents(t *testing.T) {
 	}
 	expect("a", "Placed", fmt.Sprintf("ComputeDomain %s/a placed in NVLink clique %s: 2 tray(s) %s", s.ns, cliqueA, job("a", 2)))
 	expect("c", "Placed", fmt.Sprintf("ComputeDomain %s/c placed in NVLink clique %s: 4 tray(s) %s", s.ns, cliqueC, job("c", 4)))
-	expect("b", "Waiting", fmt.Sprintf("ComputeDomain %s/b needs 5 trays in one NVLink clique %s, but the largest clique has 4 usable trays", s.ns, job("b", 5)))
+	expect("b", "Waiting", fmt.Sprintf("ComputeDomain %s/b needs 9 trays %s, more than one NVLink clique holds (the largest clique has 4 usable trays)", s.ns, job("b", 9)),
+		"all segments or none: it needs 9 trays and all NVLink cliques together have 8 usable")
 	expect("d", "Waiting", fmt.Sprintf("ComputeDomain %s/d needs 3 trays in one NVLink clique %s; the best clique, %s, offers 2", s.ns, job("d", 3), cliqueA))
 	for _, name := range []string{"a", "c"} {
 		if n := len(notes[name+" Placed"]); n != 1 {

@@ -66,8 +66,8 @@ func TestBadPoliciesAreRefusedAndTheOldOneKeepsScheduling(t *testing.T) {
 	s.watchDomains(nil)
 	s.domain("running", 3, 4)
 	s.ready("running", 3)
-	// Seven trays in one clique: it never fits a clique of six, so it waits.
-	s.domain("waiting", 7, 4)
+	// Nineteen trays: more than the three cliques of six hold even as segments, so it waits.
+	s.domain("waiting", 19, 4)
 
 	bad := []struct {
 		name string

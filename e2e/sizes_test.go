@@ -187,23 +187,24 @@ func TestScenario16NumNodesOneByOne(t *testing.T) {
 	s.assertNoRefusals()
 }
 
-// Scenario 17: 19 bare pods of one domain, created as fast as `kubectl apply` does, on 18-tray
-// cliques: none may bind, ever (the settle window passes, the size is 19, no clique holds it).
-func TestScenario17NineteenBarePods(t *testing.T) {
+// Scenario 17: 37 bare pods of one domain, created as fast as `kubectl apply` does, on two
+// 18-tray cliques: none may bind, ever (the settle window passes, the size is 37, more than the
+// fleet holds even as segments across cliques).
+func TestScenario17BarePodsBeyondTheFleet(t *testing.T) {
 	s := newScenario(t, "s17", harness.Cdplace, twoRacks, harness.PrepareOptions{})
-	s.watchDomains(map[string]int{"nineteen": 19})
-	s.createDomain("nineteen", 0)
-	s.pods("nineteen", 0, 19, 4)
-	s.holds("none of the 19 pods binds", 2*settleWindow+5*time.Second, func(d map[string]*harness.DomainState) bool {
-		return d["nineteen"].Pods == 19 && d["nineteen"].Bound == 0
+	s.watchDomains(map[string]int{"beyond": 37})
+	s.createDomain("beyond", 0)
+	s.pods("beyond", 0, 37, 4)
+	s.holds("none of the 37 pods binds", 2*settleWindow+5*time.Second, func(d map[string]*harness.DomainState) bool {
+		return d["beyond"].Pods == 37 && d["beyond"].Bound == 0
 	})
-	want := "ComputeDomain " + s.ns + "/nineteen needs 19 trays in one NVLink clique (size 19 from the pods seen so far), " +
-		"but the largest clique has 18 usable trays"
+	want := "ComputeDomain " + s.ns + "/beyond needs 37 trays (size 37 from the pods seen so far), " +
+		"more than one NVLink clique holds (the largest clique has 18 usable trays)"
 	d := s.waitFor("a reason on the pending pods", 30*time.Second, func(d map[string]*harness.DomainState) bool {
-		return len(d["nineteen"].Reasons) > 0
+		return len(d["beyond"].Reasons) > 0
 	})
-	if reasons := strings.Join(d["nineteen"].Reasons, "\n"); !strings.Contains(reasons, want) {
-		t.Errorf("nineteen's reason = %q; want it to contain %q", reasons, want)
+	if reasons := strings.Join(d["beyond"].Reasons, "\n"); !strings.Contains(reasons, want) {
+		t.Errorf("beyond's reason = %q; want it to contain %q", reasons, want)
 	}
 	s.assertNoRefusals()
 }

@@ -57,6 +57,7 @@ type LabelEvent struct {
 
 type preparedPod struct {
 	node   string
+	clique string // the node's clique label when prepared ("" without one)
 	claims []nvnode.Claim
 }
 
@@ -85,7 +86,10 @@ type PrepareEmulator struct {
 	reported  map[string]bool // pod UID + message: one Event per distinct refusal
 	labelLog  []LabelEvent
 	preparedN int
-	kick      chan struct{}
+	// imex is each ComputeDomain's IMEX membership as the driver shards it, one IMEX domain per
+	// clique (its ComputeDomainClique objects): domain -> clique -> nodes with a prepared channel.
+	imex map[string]map[string]map[string]bool
+	kick chan struct{}
 }
 
 // StartPrepareEmulator runs the emulator until ctx ends.
@@ -100,6 +104,7 @@ func StartPrepareEmulator(ctx context.Context, c kubernetes.Interface, opts Prep
 		state:    map[string]*nodeState{},
 		prepared: map[types.UID]*preparedPod{},
 		reported: map[string]bool{},
+		imex:     map[string]map[string]map[string]bool{},
 		kick:     make(chan struct{}, 1),
 	}
 	poke := cache.ResourceEventHandlerFuncs{
@@ -224,7 +229,11 @@ func (e *PrepareEmulator) prepare(ctx context.Context, pod *corev1.Pod, node *co
 		}
 		return
 	}
+	clique := node.Labels[CliqueLabel]
 	for _, cl := range claims {
+		if cl.Domain != "" {
+			e.joinIMEX(cl.Domain, clique, node.Name)
+		}
 		if t := st.removals[cl.Domain]; cl.Domain != "" && t != nil {
 			t.Stop()
 			delete(st.removals, cl.Domain)
@@ -233,7 +242,7 @@ func (e *PrepareEmulator) prepare(ctx context.Context, pod *corev1.Pod, node *co
 	if setLabel != "" {
 		e.labelLog = append(e.labelLog, LabelEvent{Node: node.Name, Domain: setLabel, Set: true, At: time.Now()})
 	}
-	e.prepared[pod.UID] = &preparedPod{node: node.Name, claims: claims}
+	e.prepared[pod.UID] = &preparedPod{node: node.Name, clique: clique, claims: claims}
 	e.preparedN++
 	e.mu.Unlock()
 	if setLabel != "" {
@@ -304,7 +313,13 @@ func (e *PrepareEmulator) unprepare(ctx context.Context, uid types.UID) {
 	if st == nil {
 		return
 	}
-	for _, domain := range st.rules.Unprepare(p.claims) {
+	due := st.rules.Unprepare(p.claims)
+	for _, cl := range p.claims {
+		if cl.Domain != "" && !st.rules.Prepared(cl.Domain) {
+			e.leaveIMEX(cl.Domain, p.clique, p.node)
+		}
+	}
+	for _, domain := range due {
 		node := p.node
 		remove := func() {
 			e.mu.Lock()
@@ -431,6 +446,44 @@ func (e *PrepareEmulator) event(ctx context.Context, pod *corev1.Pod, typ, reaso
 	if _, err := e.client.CoreV1().Events(pod.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil && ctx.Err() == nil {
 		klog.FromContext(ctx).Error(err, "record event", "pod", klog.KObj(pod))
 	}
+}
+
+// joinIMEX adds a node to its domain's IMEX domain for the node's clique (e.mu held).
+func (e *PrepareEmulator) joinIMEX(domain, clique, node string) {
+	if e.imex[domain] == nil {
+		e.imex[domain] = map[string]map[string]bool{}
+	}
+	if e.imex[domain][clique] == nil {
+		e.imex[domain][clique] = map[string]bool{}
+	}
+	e.imex[domain][clique][node] = true
+}
+
+// leaveIMEX removes a node from its domain's IMEX domain for the clique (e.mu held).
+func (e *PrepareEmulator) leaveIMEX(domain, clique, node string) {
+	delete(e.imex[domain][clique], node)
+	if len(e.imex[domain][clique]) == 0 {
+		delete(e.imex[domain], clique)
+	}
+	if len(e.imex[domain]) == 0 {
+		delete(e.imex, domain)
+	}
+}
+
+// IMEXDomains returns a ComputeDomain's IMEX membership now, as the driver shards it: for each
+// clique label value, the nodes of that clique with a prepared channel of the domain (sorted).
+// A domain larger than one clique has one IMEX domain per clique it runs in.
+func (e *PrepareEmulator) IMEXDomains(domainUID string) map[string][]string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[string][]string{}
+	for clique, nodes := range e.imex[domainUID] {
+		for n := range nodes {
+			out[clique] = append(out[clique], n)
+		}
+		sort.Strings(out[clique])
+	}
+	return out
 }
 
 // Refusals returns every failed Prepare so far, oldest first.

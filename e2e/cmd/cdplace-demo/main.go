@@ -87,7 +87,7 @@ func run(root string, spec harness.FleetSpec, keep bool) (err error) {
 		{"llm", 18, 4, "a whole rack"},
 		{"finetune", 12, 4, "12 trays"},
 		{"eval", 6, 4, "6 trays"},
-		{"too-big", 20, 4, "more trays than any clique has: waits, never spans racks"},
+		{"two-racks", 20, 4, "more trays than one clique has: placed as segments, each whole in one clique, in the fewest cliques"},
 		{"six-gpu", 3, 2, "pods asking 2 of 4 GPUs: refused under wholeTray: Require"},
 	}
 	// As users write them: a ComputeDomain with numNodes 0 and no cdplace annotation, and a Job
@@ -121,6 +121,11 @@ func run(root string, spec harness.FleetSpec, keep bool) (err error) {
 	}
 	fmt.Println()
 	fmt.Print(rackMap)
+	spread, err := segments(ctx, env, fleet, ns, "two-racks", 20)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\n%s/two-racks: 20 of 20 pods bound as segments, %s\n", ns, spread)
 	fmt.Printf("\nPrepare refusals (kubelet-side conflicts): %d\n", len(prep.Refusals()))
 	for _, r := range prep.Refusals() {
 		fmt.Printf("  %s/%s on %s: %s\n", r.Namespace, r.Pod, r.Node, r.Message)
@@ -130,6 +135,32 @@ func run(root string, spec harness.FleetSpec, keep bool) (err error) {
 	}
 	step("tearing down")
 	return nil
+}
+
+// segments checks that a domain larger than one clique runs whole, in the fewest cliques that
+// could hold it (its size over the largest clique, rounded up), and says how many pods each holds.
+func segments(ctx context.Context, env *harness.Env, fleet *harness.Fleet, ns, name string, size int) (string, error) {
+	doms, err := harness.Domains(ctx, env.CP.Client, ns, fleet.CliqueOf)
+	if err != nil {
+		return "", err
+	}
+	st := doms[name]
+	if st == nil || st.Bound != size {
+		return "", fmt.Errorf("ComputeDomain %s/%s should run whole as segments across cliques: %v", ns, name, st)
+	}
+	per := map[string]int{}
+	for _, n := range st.Nodes {
+		per[fleet.CliqueOf[n]]++
+	}
+	fewest := (size + fleet.Spec.TraysPerClique - 1) / fleet.Spec.TraysPerClique
+	if len(per) > fewest {
+		return "", fmt.Errorf("ComputeDomain %s/%s runs in %d cliques, more than the fewest (%d): %v", ns, name, len(per), fewest, per)
+	}
+	var parts []string
+	for _, c := range st.Cliques {
+		parts = append(parts, fmt.Sprintf("%d in rack %d (clique …%s)", per[c], fleet.RackOf[c], c[len(c)-min(len(c), 14):]))
+	}
+	return strings.Join(parts, ", "), nil
 }
 
 func waitTemplate(ctx context.Context, env *harness.Env, ns, name string) error {

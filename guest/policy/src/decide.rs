@@ -225,8 +225,15 @@ impl View {
         let placed = agg.placed_total();
         let remaining = size.size.saturating_sub(placed).max(1);
 
-        // Where it started, else the clique a gang preemption nominated it to.
-        if let Some(home) = agg.target().or(own_nomination) {
+        // Larger than one clique: segments (span.rs), once started or once its size is settled.
+        let spanning = self.spans(size.size, ask.tray_size);
+        if spanning && placed > 0 {
+            return self.span_decision(ask, &size, reservations, &cd, r);
+        }
+
+        // Where it started, else the clique a gang preemption nominated it to (a spanning
+        // domain that has placed none is laid out afresh below).
+        if let Some(home) = agg.target().or(own_nomination).filter(|_| !spanning) {
             let clique = self.cliques.get(&home);
             let available = clique.map_or(0, |c| self.available(c, m.domain, ask.tray_size));
             if available == 0 {
@@ -310,9 +317,11 @@ impl View {
             let v = r.verdict(Code::Unschedulable, text);
             return Decision::waiting(v, Pending::new(PendingReason::Settling, v));
         }
+        if spanning {
+            return self.span_decision(ask, &size, reservations, &cd, r);
+        }
         let mut fits: Vec<(u32, StrId)> = Vec::new();
         let mut best: Option<(u32, StrId)> = None;
-        let mut could_ever_fit = false;
         let mut taken: Vec<(StrId, StrId)> = Vec::new();
         let computed;
         let reservations = match reservations {
@@ -324,12 +333,13 @@ impl View {
         };
         let mut held_for: Vec<(StrId, Reservation)> = Vec::new();
         let prio = self.domain_priority(m.domain);
+        // Trays the segments of starting spanning domains still need (span.rs).
+        let holds = self.span_holds(m.domain, reservations);
         for (&id, c) in &self.cliques {
             if c.usable == 0 || self.excluded.contains(&id) {
                 continue;
             }
             let reserve = if size.size >= c.usable { 0 } else { self.args.reserve_trays_per_clique };
-            could_ever_fit |= Self::usable_for(c, ask.tray_size).saturating_sub(reserve) >= remaining;
             if self.args.clique_exclusive
                 && let Some(other) = self.other_domain_in(c, m.domain)
             {
@@ -340,7 +350,11 @@ impl View {
                 held_for.push((id, res));
                 continue;
             }
-            let cap = self.available(c, m.domain, ask.tray_size).saturating_sub(c.promised).saturating_sub(reserve);
+            let cap = self
+                .available(c, m.domain, ask.tray_size)
+                .saturating_sub(c.promised)
+                .saturating_sub(holds.get(&id).copied().unwrap_or(0))
+                .saturating_sub(reserve);
             if best.is_none_or(|(b, _)| cap > b) {
                 best = Some((cap, id));
             }
@@ -371,7 +385,6 @@ impl View {
                     own.place_text()
                 ));
             }
-            let largest = self.cliques.values().map(|c| c.usable).max().unwrap_or(0);
             let sized = self.size_text(m.domain, &size);
             let own = own.map(|x| (x.clique, x.rank));
             let mut why = Pending::new(PendingReason::WaitingForTrays, Verdict::SUCCESS);
@@ -381,10 +394,8 @@ impl View {
                 Some((cap, id)) => (cap, Some(id)),
                 None => (0, None),
             };
-            why.reason = if !could_ever_fit {
-                why.offer = largest;
-                PendingReason::NoCliqueFits
-            } else if own.is_some() {
+            // Some clique could hold it (a domain no clique could ever hold spans: span.rs).
+            why.reason = if own.is_some() {
                 PendingReason::HoldsReservation
             } else if !held_for.is_empty() {
                 PendingReason::ReservedElsewhere
@@ -392,26 +403,16 @@ impl View {
                 PendingReason::WaitingForTrays
             };
             why.elsewhere = held_for.len() as u32;
-            let verdict = if !could_ever_fit {
-                r.verdict(
-                    Code::UnschedulableAndUnresolvable,
-                    format!(
-                        "ComputeDomain {cd} needs {remaining} trays in one NVLink clique ({sized}), but {}{reserve_note}; it stays pending rather than span cliques",
-                        self.largest_clique_text(ask.tray_size)
-                    ),
-                )
-            } else {
-                // No count that moves with the fleet (the best clique, what it offers): this text
-                // is every retry's FailedScheduling message, and the events library folds only
-                // identical messages into a series. The domain's Waiting Event (status.rs) says
-                // which clique comes closest and what it offers.
-                r.verdict(
-                    Code::Unschedulable,
-                    format!(
-                        "ComputeDomain {cd} needs {remaining} free trays in one NVLink clique ({sized}); no clique has that many free now{reserve_note}"
-                    ),
-                )
-            };
+            // No count that moves with the fleet (the best clique, what it offers): this text
+            // is every retry's FailedScheduling message, and the events library folds only
+            // identical messages into a series. The domain's Waiting Event (status.rs) says
+            // which clique comes closest and what it offers.
+            let verdict = r.verdict(
+                Code::Unschedulable,
+                format!(
+                    "ComputeDomain {cd} needs {remaining} free trays in one NVLink clique ({sized}); no clique has that many free now{reserve_note}"
+                ),
+            );
             why.verdict = verdict;
             return Decision::waiting(verdict, why);
         }
@@ -506,6 +507,51 @@ impl View {
                 (None, None) => too_small,
             };
             d.cliques.push(CliqueVerdict { clique: id, verdict, score: 0, stable: false });
+        }
+        self.malformed_overrides(r, &mut d.nodes);
+        d
+    }
+
+    /// PreFilter's result for a pod of a spanning domain: its plan's cliques that still need
+    /// pods, exclusively (the host restricts the node set to them), with their busy trays'
+    /// verdicts; or the reason it waits. `reservations` as in [`View::decide`].
+    fn span_decision(
+        &self,
+        ask: Ask,
+        size: &crate::size::Size,
+        reservations: Option<&[Reservation]>,
+        cd: &str,
+        r: &mut Reasons,
+    ) -> Decision {
+        let computed;
+        let reservations = match reservations {
+            Some(given) => given,
+            None => {
+                computed = self.reservations();
+                &computed[..]
+            }
+        };
+        let s = self.decide_span(ask, size, reservations, r);
+        if s.status.code != Code::Success {
+            return match s.pending {
+                Some(why) => Decision::waiting(s.status, why),
+                None => Decision::status(s.status),
+            };
+        }
+        let mut d = Decision {
+            status: s.status,
+            exclusive: true,
+            cliques: s.cliques,
+            other: s.other,
+            nodes: Vec::new(),
+            pending: s.pending,
+        };
+        for v in &d.cliques {
+            if v.verdict.code == Code::Success
+                && let Some(c) = self.cliques.get(&v.clique)
+            {
+                self.node_overrides(c, ask, cd, r, &mut d.nodes);
+            }
         }
         self.malformed_overrides(r, &mut d.nodes);
         d

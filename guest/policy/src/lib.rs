@@ -10,7 +10,9 @@
 //!    nominated pods and the driver's node label that outlives a claim until Unprepare;
 //! 3. one workload pod per ComputeDomain per node;
 //! 4. whole trays (`wholeTray: Require|Prefer|Off`);
-//! 5. all pods of a domain in the clique where it started;
+//! 5. all pods of a domain in the clique where it started; a domain larger than any clique
+//!    could hold is placed as segments instead, each whole in one clique, in the fewest
+//!    cliques, all or none ([`segments`] is the rule, `span` carries it out);
 //! 6. a domain starts only once its size is known ([`size`]: annotation, PodGroups and owners,
 //!    `spec.numNodes`, else the pods seen after `sizeSettleSeconds` without a new one), and only
 //!    in a clique that can hold all its pods, not counting trays promised to other starting
@@ -29,7 +31,8 @@
 //!
 //! Modules: [`args`] (plugin arguments), [`facts`] (input), [`view`] (incremental aggregates),
 //! `nodes` (per-node summaries, per-clique aggregates), `member` (ComputeDomain membership),
-//! [`size`] (a domain's size and its source), `decide` (PreFilter), [`preempt`] (PostFilter),
+//! [`size`] (a domain's size and its source), `decide` (PreFilter), [`segments`] (the layout of
+//! a domain larger than a clique), `span` (its decision), [`preempt`] (PostFilter),
 //! `reserve` (head-of-queue reservations), `steer` (plain pods), [`status`] (the fleet for
 //! metrics and Events), [`verdict`] (output), [`error`], `lookup` (read-only lookups by key for
 //! policies that wrap this one).
@@ -47,7 +50,9 @@ mod nodes;
 mod pernode;
 pub mod preempt;
 mod reserve;
+pub mod segments;
 pub mod size;
+mod span;
 pub mod status;
 mod steer;
 #[cfg(test)]

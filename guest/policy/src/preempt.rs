@@ -179,6 +179,14 @@ impl View {
         let remaining = size.size.saturating_sub(agg.placed_total()).max(1);
         let prio = self.domain_priority(m.domain);
         let sized = self.size_text(m.domain, &size);
+        if self.spans(size.size, tray_size) && self.largest_for(tray_size) > 0 {
+            return no(
+                domain,
+                format!(
+                    "ComputeDomain {cd} ({sized}) is larger than one NVLink clique and placed as segments across cliques; gang preemption makes room in one clique only: preemption cannot help"
+                ),
+            );
+        }
 
         let mut best: Option<(Cost, StrId, Vec<Unit>, Option<StrId>)> = None;
         let mut any_fits_empty = false;
@@ -578,7 +586,16 @@ mod tests {
         let key = pending(&mut f, "big", 19, 100);
         let r = f.v.preempt(key, 10);
         assert!(r.plan.is_none());
-        assert!(r.reason.contains("would not fit even an empty clique"), "{}", r.reason);
+        assert!(r.reason.contains("larger than one NVLink clique and placed as segments"), "{}", r.reason);
+        // Larger than one clique only after reserveTraysPerClique: still one clique's worth of
+        // preemption would not do.
+        let mut f = Fx::new(r#"{"reserveTraysPerClique": 2}"#);
+        f.rack("r1", 1, 18);
+        running(&mut f, "low", "r1", 0, 16, 0, 1);
+        let key = pending(&mut f, "big", 17, 100);
+        let r = f.v.preempt(key, 10);
+        assert!(r.plan.is_none());
+        assert!(r.reason.contains("placed as segments across cliques"), "{}", r.reason);
     }
 
     /// A pod of 6 GPUs on trays of 4 needs trays of 6 under wholeTray: Require; the reason says

@@ -441,7 +441,7 @@ mod tests {
             f.decide("team", "p0", 0),
             (
                 Code::UnschedulableAndUnresolvable,
-                "ComputeDomain team/cd needs 6 trays in one NVLink clique (size 6 from PodGroup team/trainer spec.schedulingPolicy.gang.minCount), but the largest clique has 4 usable trays; it stays pending rather than span cliques".into()
+                "ComputeDomain team/cd needs 6 trays (size 6 from PodGroup team/trainer spec.schedulingPolicy.gang.minCount), more than one NVLink clique holds (the largest clique has 4 usable trays), so it is placed as segments, each whole in one clique, in the fewest cliques; all segments or none: it needs 6 trays and all NVLink cliques together have 4 usable".into()
             )
         );
     }

@@ -108,11 +108,13 @@ pub(crate) struct Pending {
     pub reserved: Option<(StrId, u32)>,
     /// Cliques reserved for other domains that it may not take.
     pub elsewhere: u32,
+    /// It is larger than one clique and waits for room for its segments (span.rs).
+    pub segments: bool,
 }
 
 impl Pending {
     pub fn new(reason: PendingReason, verdict: Verdict) -> Self {
-        Pending { reason, verdict, needed: 0, offer: 0, best: None, reserved: None, elsewhere: 0 }
+        Pending { reason, verdict, needed: 0, offer: 0, best: None, reserved: None, elsewhere: 0, segments: false }
     }
 }
 
@@ -240,7 +242,19 @@ impl View {
         let cd = self.domain_name(uid);
         let sized = self.size_text(uid, &size);
         if let Some(h) = home {
-            if placed >= size.size {
+            let cliques = agg.map_or(0, |a| a.placed.len());
+            if placed >= size.size && cliques > 1 {
+                // A domain larger than a clique: its segments (span.rs), largest first.
+                let mut parts: Vec<(u32, &str)> =
+                    agg.into_iter().flat_map(|a| a.placed.iter()).map(|(&c, &n)| (n, self.str(c))).collect();
+                parts.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+                let list: Vec<String> = parts.iter().map(|(n, c)| format!("{c} ({n})")).collect();
+                st.phase = DomainPhase::Running;
+                st.note = format!(
+                    "ComputeDomain {cd} placed as segments in {cliques} NVLink cliques, {}: {placed} tray(s) ({sized})",
+                    list.join(", ")
+                );
+            } else if placed >= size.size {
                 st.phase = DomainPhase::Running;
                 st.note =
                     format!("ComputeDomain {cd} placed in NVLink clique {}: {placed} tray(s) ({sized})", self.str(h));
@@ -255,6 +269,8 @@ impl View {
         (st.needed, st.offer, st.clique) = (why.needed.max(st.needed), why.offer, why.best);
         st.note = match why.reason {
             PendingReason::Placeable => String::new(),
+            // A domain larger than a clique: PreFilter's reason says what its segments need.
+            _ if why.segments => text,
             PendingReason::Settling => format!(
                 "ComputeDomain {cd} has no declared size (no annotation, PodGroup, known owner or spec.numNodes): it starts once no new pod arrived for {}s ({sized})",
                 self.args.size_settle_seconds
@@ -424,7 +440,7 @@ mod tests {
         let reason = |uid: &str| domain(&f, &s, uid).pending;
         assert_eq!(reason("uid-huge"), Some(PendingReason::NoCliqueFits));
         assert!(
-            domain(&f, &s, "uid-huge").note.contains("needs 5 trays in one NVLink clique")
+            domain(&f, &s, "uid-huge").note.contains("needs 5 trays (")
                 && domain(&f, &s, "uid-huge").note.contains("the largest clique has 4 usable trays"),
             "{}",
             domain(&f, &s, "uid-huge").note

@@ -68,13 +68,17 @@ impl View {
         let reservations = self.reservations();
         // Whether a tray taken outside the reserved cliques leaves every reservation where it is.
         let settled = reservations.iter().all(|x| !x.fits_now);
+        // Trays the segments of starting domains larger than a clique still need (span.rs),
+        // beyond the promise in their home clique: kept from plain pods as a promise is.
+        let holds = self.span_holds(crate::facts::StrId::MAX, &reservations);
         for (&id, c) in &self.cliques {
             if c.nodes.is_empty() {
                 continue;
             }
             let free = self.free_trays(c);
             let busy = c.usable.saturating_sub(free);
-            let score = if busy == 0 && c.promised == 0 {
+            let held = holds.get(&id).copied().unwrap_or(0);
+            let score = if busy == 0 && c.promised == 0 && held == 0 {
                 SCORE_INTACT
             } else {
                 SCORE_BROKEN_MIN + SCORE_BROKEN_SPAN * busy / c.usable.max(1)
@@ -83,9 +87,16 @@ impl View {
             let score = if reserved.is_some() { SCORE_RESERVED } else { score };
             // Broken stays broken and only gets fuller; with nothing promised no verdict here can
             // close; no reservation can move (see the top of this file).
-            let stable = reserved.is_none() && settled && c.promised == 0 && busy > 0;
+            // While a spanning domain starts, a tray taken anywhere may move its other segments:
+            // no clique is stable then.
+            let stable = reserved.is_none() && settled && c.promised == 0 && holds.is_empty() && busy > 0;
             let mut verdict = Verdict::SUCCESS;
-            let closed = if gpus && c.promised > 0 && free <= c.promised {
+            let closed = if gpus && held > 0 && free <= c.promised + held {
+                Some(format!(
+                    "the {free} free tray(s) of NVLink clique {} are held for the segments of a ComputeDomain larger than one clique that is starting; a pod without a ComputeDomain may use a tray already in use there, or another clique",
+                    self.str(id)
+                ))
+            } else if gpus && c.promised > 0 && free <= c.promised {
                 Some(format!(
                     "the {free} free tray(s) of NVLink clique {} are promised to {} starting there; a pod without a ComputeDomain may use a tray already in use there, or another clique",
                     self.str(id),

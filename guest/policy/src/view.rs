@@ -435,7 +435,11 @@ impl View {
 
     /// Recomputes what a domain promises to its target clique (its home, else the clique a
     /// preemption nominated it to): the trays it still needs there beyond those its placed and
-    /// nominated pods already hold.
+    /// nominated pods already hold. A domain larger than one clique (segments, span.rs)
+    /// promises its home clique all it still needs, more than that clique can hold: the excess
+    /// keeps others off the home clique's free trays, which its segment there needs first, and
+    /// its other segments' trays are held at decision time (`View::span_holds`). The promise
+    /// depends only on the domain's own pods and size, so it stays exact incrementally.
     fn refresh_domain(&mut self, uid: StrId) {
         let Some(agg) = self.domains.get(&uid) else { return };
         let new = agg.target().and_then(|target| {

@@ -304,7 +304,9 @@ const REASON_SOURCES: &[&str] = &[
     "guest/policy/src/pernode.rs",
     "guest/policy/src/preempt.rs",
     "guest/policy/src/reserve.rs",
+    "guest/policy/src/segments.rs",
     "guest/policy/src/size.rs",
+    "guest/policy/src/span.rs",
     "guest/policy/src/steer.rs",
     "guest/policy/src/status.rs",
 ];

@@ -16,7 +16,15 @@
 //!   workload claim of a domain on a node: channel 0 is exclusive);
 //! - [`Rule::OneCliquePerDomain`]: once a workload pod of D is bound or assumed on a node of an
 //!   NVLink clique, only nodes of a clique holding such a pod (one clique, unless the domain
-//!   already spans cliques some other way).
+//!   already spans cliques some other way); a domain larger than one clique (placed as segments,
+//!   guest/policy segments.rs) may take nodes of other cliques, but only one that could be: the
+//!   most its size could be by any source the host holds ([`State::size_bound`]) is more than
+//!   the largest clique's schedulable trays less `reserveTraysPerClique`, which a domain the
+//!   policy spans always is (with trays of several GPU counts under `wholeTray: Require` the
+//!   policy counts only the pod's size and may span sooner: not on NVL72 racks). Nodes without a
+//!   valid clique stay refused. Whether the cliques are the fewest that can hold it is the
+//!   policy's to decide (it needs the room every clique offers, promises and reservations
+//!   included); the host checks that only a domain that cannot fit one clique spans.
 //!
 //! Gang preemption's victims are checked the same way ([`check_preemption`], on every
 //! `preempt` answer, live and in a candidate's self-test), because the plugin deletes what the
@@ -113,6 +121,22 @@ pub fn imex_mode(args: &str) -> ImexMode {
     }
 }
 
+/// What the host enforces, read from the plugin arguments itself (not from the policy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Enforced {
+    pub imex: ImexMode,
+    /// `reserveTraysPerClique` (0 when absent or not a number): a domain larger than a clique
+    /// less these may span.
+    pub reserve: u32,
+}
+
+/// The rules' parameters from the plugin arguments (see [`Enforced`]).
+pub fn enforced(args: &str) -> Enforced {
+    let v: Option<serde_json::Value> = serde_json::from_str(args).ok();
+    let reserve = v.as_ref().and_then(|v| v.get("reserveTraysPerClique")).and_then(|m| m.as_u64());
+    Enforced { imex: imex_mode(args), reserve: reserve.map_or(0, |r| u32::try_from(r).unwrap_or(u32::MAX)) }
+}
+
 /// `(namespace, name)` of a pod key `namespace/name`.
 fn split_key(key: &str) -> (String, String) {
     let (ns, name) = key.split_once('/').unwrap_or(("", key));
@@ -166,6 +190,18 @@ impl<'s> Placements<'s> {
             let (fact, _) = self.st.placed_pod(k)?;
             Some((k, self.st.member(fact)))
         })
+    }
+
+    /// The workload pods of `domain` in the view (any placement; the pod being decided too).
+    fn workload_of(&self, domain: StrId) -> Vec<&'s (String, String)> {
+        let uid = self.st.interner.text(domain);
+        let me = Membership::Member { domain, daemon: false };
+        self.st
+            .pods_naming(uid)
+            .into_iter()
+            .filter(|k| !self.removed.contains(*k))
+            .filter(|k| self.st.placed_pod(k).is_some_and(|(fact, _)| self.st.member(fact) == me))
+            .collect()
     }
 
     /// The valid NVLink cliques where a workload pod of `domain` is bound or assumed.
@@ -222,7 +258,7 @@ impl Allowed<'_> {
 /// rule order ([`Rule::ALL`]) and then node name.
 pub(crate) fn check(
     st: &State,
-    imex: ImexMode,
+    enforced: Enforced,
     pod: &str,
     overlay: &[OverlayOp],
     r: &PreFilterResult,
@@ -249,6 +285,15 @@ pub(crate) fn check(
     let places = Placements::new(st, me, overlay);
     let home = places.cliques_of(domain);
     let uid = text(domain);
+    let imex = enforced.imex;
+    // Asked only when an allowed node lies outside the domain's cliques (a spanning answer).
+    let mut spans: Option<bool> = None;
+    let mut may_span = || {
+        *spans.get_or_insert_with(|| {
+            let workload = places.workload_of(domain);
+            st.size_bound(uid, &workload) > st.largest_clique().saturating_sub(enforced.reserve)
+        })
+    };
     // The first node (by name) breaking each rule, and what it holds.
     let mut found: BTreeMap<Rule, (&str, Held)> = BTreeMap::new();
     fn note<'a>(found: &mut BTreeMap<Rule, (&'a str, Held<'a>)>, rule: Rule, node: &'a str, held: Held<'a>) {
@@ -265,8 +310,9 @@ pub(crate) fn check(
         if driver_managed && let Some(other) = domain_label.filter(|l| !l.is_empty() && *l != uid) {
             note(&mut found, Rule::OneDomainPerNode, node, Held::Label(other));
         }
-        if !home.is_empty() && !valid_clique(st, node).is_some_and(|c| home.contains(c)) {
-            note(&mut found, Rule::OneCliquePerDomain, node, Held::Clique(valid_clique(st, node)));
+        let clique = valid_clique(st, node);
+        if !home.is_empty() && !clique.is_some_and(|c| home.contains(c)) && (clique.is_none() || !may_span()) {
+            note(&mut found, Rule::OneCliquePerDomain, node, Held::Clique(clique));
         }
         for (k, m) in places.members_on(node) {
             match m {
@@ -294,7 +340,7 @@ pub(crate) fn check(
             st.domain_display(text(other))
         ),
         Held::Clique(clique) => format!(
-            "ComputeDomain pod {pod} (ComputeDomain {cd}) allowed onto node {node} in NVLink clique {}, but its domain has pods bound in clique {}; a ComputeDomain never spans cliques",
+            "ComputeDomain pod {pod} (ComputeDomain {cd}) allowed onto node {node} in NVLink clique {}, but its domain has pods bound in clique {}; a ComputeDomain that fits one clique never spans cliques, and a larger one only across NVLink cliques",
             clique.unwrap_or("(none)"),
             home.iter().copied().collect::<Vec<_>>().join(", ")
         ),
@@ -498,6 +544,8 @@ mod tests {
     use crate::extract::{Object, PodClaim};
     use crate::facts::Record;
 
+    const DRIVER: Enforced = Enforced { imex: ImexMode::DriverManaged, reserve: 0 };
+
     const CLUSTER: &str = "0f8e7d6c-5b4a-4321-9876-abcdef012345";
 
     /// `cliques` cliques of 18 trays, each running one domain `d<c>` with a workload pod (from the
@@ -614,7 +662,7 @@ mod tests {
         let n = 200;
         let start = Instant::now();
         for _ in 0..n {
-            assert_eq!(check(st, ImexMode::DriverManaged, pod, &[], r).is_ok(), ok);
+            assert_eq!(check(st, DRIVER, pod, &[], r).is_ok(), ok);
         }
         start.elapsed() / n
     }
@@ -677,12 +725,12 @@ mod tests {
         st.apply(&mut out, Record::Upsert(pod_object("d1-2", "d1-channel", None, None)));
         st.apply(&mut out, Record::Upsert(pod_object("d2-2", "d2-channel", None, None)));
         let r = answer(&mut st, &[1], &["c001-00", "c001-01"], true);
-        assert_eq!(check(&st, ImexMode::DriverManaged, "ns/d1-2", &[], &r), Ok(()));
-        let v = check(&st, ImexMode::DriverManaged, "ns/d2-2", &[], &r).unwrap_err();
+        assert_eq!(check(&st, DRIVER, "ns/d1-2", &[], &r), Ok(()));
+        let v = check(&st, DRIVER, "ns/d2-2", &[], &r).unwrap_err();
         assert_eq!((v.rule, v.node.as_str()), (Rule::OneCliquePerDomain, "c001-02"));
         // Without the per-node refusals, the domain's own trays break one-workload-per-node.
         let r = answer(&mut st, &[1], &[], true);
-        let v = check(&st, ImexMode::DriverManaged, "ns/d1-2", &[], &r).unwrap_err();
+        let v = check(&st, DRIVER, "ns/d1-2", &[], &r).unwrap_err();
         assert_eq!((v.rule, v.node.as_str()), (Rule::OneWorkloadPerNode, "c001-00"));
     }
 

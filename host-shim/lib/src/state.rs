@@ -520,6 +520,37 @@ impl State {
     }
 
     /// A node's clique label value and driver domain label value, when the view has the node.
+    /// The most a ComputeDomain's size could be by any source the host holds, for the safety
+    /// rule on domains larger than a clique: the largest of its object's size annotation and
+    /// `spec.numNodes`, its workload pods' size annotations, the sum of the sizes of the owners
+    /// and PodGroups its workload pods name, and the number of those pods. The policy reads one
+    /// of these (guest/policy size.rs), so its size is never larger.
+    pub(crate) fn size_bound(&self, uid: &str, workload: &[&Key]) -> u32 {
+        let d = self.domains.values().find(|d| self.interner.text(d.uid) == uid);
+        let mut most = d.map_or(0, |d| d.size_hint.unwrap_or(0).max(d.num_nodes.unwrap_or(0)));
+        let mut owners = BTreeSet::new();
+        for k in workload {
+            let Some(p) = self.pods.get(*k) else { continue };
+            most = most.max(p.fact.size_hint.unwrap_or(0));
+            owners.extend(p.fact.pod_group.into_iter().chain(p.fact.owner));
+        }
+        let owned: u32 = owners
+            .into_iter()
+            .filter_map(|o| self.owners.get(self.interner.text(o)))
+            .map(|o| o.size)
+            .fold(0, u32::saturating_add);
+        most.max(owned).max(workload.len() as u32)
+    }
+
+    /// The most schedulable (not cordoned) trays any valid NVLink clique has.
+    pub(crate) fn largest_clique(&self) -> u32 {
+        let kind = |l: &str| cdplace_policy::label_kind(l) == cdplace_policy::LabelKind::Clique;
+        let count = |names: &BTreeSet<String>| {
+            names.iter().filter(|n| self.nodes.get(*n).is_some_and(|s| !s.unschedulable)).count() as u32
+        };
+        self.nodes_by_clique.iter().filter(|(l, _)| kind(l.as_str())).map(|(_, n)| count(n)).max().unwrap_or(0)
+    }
+
     pub(crate) fn node_labels(&self, name: &str) -> Option<(Option<&str>, Option<&str>)> {
         self.nodes.get(name).map(|n| (n.clique_label.as_deref(), n.domain_label.as_deref()))
     }

@@ -134,7 +134,7 @@ fn a_domain_spanning_cliques_is_refused() {
         (
             Rule::OneCliquePerDomain,
             format!(
-                "policy violation: rule one-clique-per-domain: ComputeDomain pod ns/d-1 (ComputeDomain ns/d (UID uid-d)) allowed onto node b-00 in NVLink clique {}, but its domain has pods bound in clique {}; a ComputeDomain never spans cliques",
+                "policy violation: rule one-clique-per-domain: ComputeDomain pod ns/d-1 (ComputeDomain ns/d (UID uid-d)) allowed onto node b-00 in NVLink clique {}, but its domain has pods bound in clique {}; a ComputeDomain that fits one clique never spans cliques, and a larger one only across NVLink cliques",
                 clique(2),
                 clique(1)
             )
@@ -207,4 +207,39 @@ fn the_shipped_policy_passes_the_checker_on_the_same_fixtures() {
     assert_eq!(d.node_set, Some(vec!["a-00".into(), "a-01".into(), "a-02".into(), "a-03".into()]));
     assert_ne!(d.node("a-00", Some(&clique(1))).0.code, Code::Success);
     t.both(|c| assert_eq!(c.stats().policy_violations, 0));
+}
+
+/// A domain larger than one clique (segments, guest/policy segments.rs) may take a second
+/// clique: the shipped policy's answer for its next pod allows both of its cliques and passes
+/// the checker; a node without a clique stays refused to it, and a domain that fits one clique
+/// is still refused a second (above).
+#[test]
+fn a_domain_larger_than_a_clique_may_span_cliques() {
+    let mut objs = rack("a", 1, 4);
+    objs.extend(rack("b", 2, 4));
+    objs.extend(sized_domain("ns", "d", "uid-d", 6));
+    objs.push(bound(cd_pod("ns", "d", "d-0"), "a-00"));
+    objs.push(cd_pod("ns", "d", "d-1"));
+    let t = Twin::new(&objs);
+    let d = t.decide("ns", "d-1");
+    assert_eq!(d.status.code, Code::Success, "{}", d.status.reason);
+    assert_eq!(d.node("b-00", Some(&clique(2))).0.code, Code::Success, "the second clique of its layout");
+    t.both(|c| assert_eq!(c.stats().policy_violations, 0));
+    // The violator's answer (every node) passes the clique rule for b's nodes: what it breaks
+    // is a-00, which holds d-0.
+    let (rule, message) = refused(&cluster(violator(), "", &objs), "ns", "d-1", &[]);
+    assert_eq!(rule, Rule::OneWorkloadPerNode, "a-00 holds d-0: {message}");
+    let mut objs = rack("a", 1, 4);
+    objs.extend(rack("b", 2, 4));
+    objs.push(node("plain-0", None, 4));
+    objs.extend(sized_domain("ns", "d", "uid-d", 6));
+    objs.push(bound(cd_pod("ns", "d", "d-0"), "a-00"));
+    objs.push(bound(cd_pod("ns", "d", "d-2"), "b-00"));
+    objs.push(cd_pod("ns", "d", "d-1"));
+    let c = cluster(violator(), "", &objs);
+    let (rule, message) = refused(&c, "ns", "d-1", &[]);
+    // A node without a clique stays refused to a spanning domain: the clique rule, which comes
+    // first by rule order, names plain-0 (a-00 and b-00 break one-workload-per-node).
+    assert_eq!(rule, Rule::OneCliquePerDomain, "{message}");
+    assert!(message.contains("allowed onto node plain-0 in NVLink clique (none)"), "{message}");
 }

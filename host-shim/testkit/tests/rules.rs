@@ -436,7 +436,7 @@ fn a_started_domain_whose_clique_is_full_waits_instead_of_spreading() {
 // ---------------------------------------------------------------- rule 6: gang-aware capacity
 
 #[test]
-fn a_24_tray_domain_on_18_tray_cliques_stays_pending() {
+fn a_24_tray_domain_on_18_tray_cliques_spans_two_whole_cliques_or_none() {
     let mut objs = Vec::new();
     for r in 0..4 {
         objs.extend(rack(&format!("r{r}"), r + 1, 18));
@@ -447,10 +447,27 @@ fn a_24_tray_domain_on_18_tray_cliques_stays_pending() {
     }
     let t = Twin::new(&objs);
     let d = t.decide(NS, "big-00");
-    assert_eq!(d.status.code, Code::UnschedulableAndUnresolvable);
+    assert_eq!(d.status.code, Code::Success, "{}", d.status.reason);
+    // Segments in the fewest cliques (two), the first two by label on an empty fleet.
+    assert_eq!(verdict(&d, "r0-00", Some(&c(1))).0, Code::Success);
+    assert_eq!(verdict(&d, "r1-00", Some(&c(2))).0, Code::Success);
+    let (code, why, _) = verdict(&d, "r2-00", Some(&c(3)));
+    assert_eq!(code, Code::Unschedulable);
+    assert!(why.contains("placed as segments, each whole in one clique, in the fewest cliques"), "{why}");
+    // Three cliques full: 18 trays free, no pod starts.
+    let mut busy = Vec::new();
+    for r in 1..4 {
+        busy.extend(domain(NS, &format!("old{r}"), &format!("uid-old{r}")));
+        for i in 0..18 {
+            busy.push(bound(cd_pod(NS, &format!("old{r}"), &format!("old{r}-{i:02}")), &format!("r{r}-{i:02}")));
+        }
+    }
+    t.apply(&busy);
+    let d = t.decide(NS, "big-00");
+    assert_eq!(d.status.code, Code::Unschedulable);
     assert_eq!(
         d.status.reason,
-        "ComputeDomain team-a/big needs 24 trays in one NVLink clique (size 24 from the pods seen so far), but the largest clique has 18 usable trays; it stays pending rather than span cliques"
+        "ComputeDomain team-a/big needs 24 trays (size 24 from the pods seen so far), more than one NVLink clique holds (the largest clique has 18 usable trays), so it is placed as segments, each whole in one clique, in the fewest cliques; all segments or none: it needs 24 trays and the NVLink cliques do not have room for all of them now; no pod starts until every segment fits"
     );
 }
 
@@ -508,7 +525,7 @@ fn pod_group_min_count_sets_the_gang_size() {
     assert_eq!(d.status.code, Code::UnschedulableAndUnresolvable);
     assert_eq!(
         d.status.reason,
-        "ComputeDomain team-a/cd needs 6 trays in one NVLink clique (size 6 from PodGroup team-a/trainer spec.schedulingPolicy.gang.minCount), but the largest clique has 4 usable trays; it stays pending rather than span cliques"
+        "ComputeDomain team-a/cd needs 6 trays (size 6 from PodGroup team-a/trainer spec.schedulingPolicy.gang.minCount), more than one NVLink clique holds (the largest clique has 4 usable trays), so it is placed as segments, each whole in one clique, in the fewest cliques; all segments or none: it needs 6 trays and all NVLink cliques together have 4 usable"
     );
 }
 
@@ -580,7 +597,7 @@ fn spare_trays_only_for_a_domain_sized_to_the_whole_clique() {
     assert_eq!(Twin::with_args(args, &objs_for(16)).decide(NS, "p0").status.code, Code::Success);
     let d = Twin::with_args(args, &objs_for(17)).decide(NS, "p0");
     assert_eq!(d.status.code, Code::UnschedulableAndUnresolvable);
-    assert!(d.status.reason.contains("(reserveTraysPerClique keeps 2 spare)"), "{}", d.status.reason);
+    assert!(d.status.reason.contains("(reserveTraysPerClique keeps 2 spare in every clique)"), "{}", d.status.reason);
     assert_eq!(Twin::with_args(args, &objs_for(18)).decide(NS, "p0").status.code, Code::Success);
 }
 
@@ -746,11 +763,11 @@ fn num_nodes_sizes_a_domain_of_bare_pods() {
     );
     // A pod's own size annotation comes before numNodes.
     t.apply(&[annotate(cd_pod(NS, "cd", "p1"), "cdplace.nvidia.com/size", "7")]);
+    // 7 is more than either clique holds: it spans both (segments, whole in each clique).
     let d = t.decide(NS, "p0");
-    assert_eq!(
-        d.status.reason,
-        "ComputeDomain team-a/cd needs 7 trays in one NVLink clique (size 7 from annotation cdplace.nvidia.com/size on pod team-a/p1), but the largest clique has 6 usable trays; it stays pending rather than span cliques"
-    );
+    assert_eq!(d.status.code, Code::Success, "{}", d.status.reason);
+    assert_eq!(verdict(&d, "a-00", Some(&c(1))).0, Code::Success);
+    assert_eq!(verdict(&d, "b-00", Some(&c(2))).0, Code::Success);
 }
 
 #[test]

@@ -265,9 +265,11 @@ mod tests {
         assert_eq!(gamma["state"], "Pending");
         assert_eq!(gamma["wait"]["pod"], "team/gamma-0");
         assert_eq!(gamma["wait"]["code"], "UnschedulableAndUnresolvable");
-        assert_eq!(gamma["wait"]["size"], 20);
+        assert_eq!(gamma["wait"]["size"], 200);
         assert_eq!(gamma["wait"]["sizeSource"], "Job team/big spec.parallelism");
-        assert!(gamma["wait"]["reason"].as_str().unwrap().contains("needs 20 trays in one NVLink clique"));
+        assert!(gamma["wait"]["reason"].as_str().unwrap().contains(
+            "needs 200 trays (size 200 from Job team/big spec.parallelism), more than one NVLink clique holds"
+        ));
     }
 
     #[test]

@@ -565,7 +565,7 @@ mod tests {
     /// 8 racks of 18 trays: alpha runs on 10 trays of rack 1, beta fills rack 2, rack 3 has a
     /// cordoned tray and one alpha's label still holds, rack 4 a tray labelled for a domain the
     /// cluster does not have, rack 5 a plain GPU pod, rack 6 delta nominated by preemption;
-    /// gamma's Job asks 20 pods, more than a clique holds.
+    /// gamma's Job asks 200 pods, more than the fleet holds even across cliques.
     pub(super) fn fleet_objects() -> Vec<Value> {
         let mut o = Vec::new();
         for r in 1..=8 {
@@ -593,7 +593,7 @@ mod tests {
         o.push(b::bound(b::pod("team", "plain", None, 4), "r5-00"));
         o.push(b::nominated(b::cd_pod("team", "delta", "delta-0"), "r6-00"));
         o.push(json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"namespace": "team", "name": "big"},
-            "spec": {"parallelism": 20, "completions": 20}}));
+            "spec": {"parallelism": 200, "completions": 200}}));
         for i in 0..3 {
             o.push(owned_by_job(b::cd_pod("team", "gamma", &format!("gamma-{i}")), "big"));
         }

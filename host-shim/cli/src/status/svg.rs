@@ -237,7 +237,7 @@ mod tests {
         let texts: Vec<&str> =
             pending.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text()).collect();
         assert!(
-            texts.contains(&"D team/gamma: 3 of 3 pod(s) pending, size 20 from Job team/big spec.parallelism"),
+            texts.contains(&"D team/gamma: 3 of 3 pod(s) pending, size 200 from Job team/big spec.parallelism"),
             "{texts:?}"
         );
     }

@@ -58,7 +58,7 @@ func TestPreemptThroughTheLibrary(t *testing.T) {
 	if again, err := c.Preempt("ns", "high-0"); err != nil || !slices.Equal(again.Plan.Pods, p.Pods) {
 		t.Fatalf("again: %+v %v", again, err)
 	}
-	if pr, err := c.Preempt("ns", "huge-0"); err != nil || pr.Plan != nil || !strings.Contains(pr.Reason, "would not fit even an empty clique") {
+	if pr, err := c.Preempt("ns", "huge-0"); err != nil || pr.Plan != nil || !strings.Contains(pr.Reason, "gang preemption makes room in one clique only") {
 		t.Fatalf("huge: %+v %v", pr, err)
 	}
 	if pr, err := c.Preempt("ns", "web"); err != nil || pr.Plan != nil || pr.Domain != "" || !strings.Contains(pr.Reason, "not a ComputeDomain") {

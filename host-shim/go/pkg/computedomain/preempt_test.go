@@ -19,7 +19,7 @@ import (
 
 // gangFixture: cliques a and b of 4 trays; domain low (priority 1) fills a-00..02, domain mid
 // (priority 5) fills b-00..02, domain high (priority 100, 4 pods) is pending, and domain huge
-// (priority 100, 5 pods) would not fit even an empty clique.
+// (priority 100, 5 pods) is larger than any clique (segments; gang preemption makes room in one clique only).
 func gangFixture(t *testing.T) (*env, map[string]*v1.Pod) {
 	t.Helper()
 	pods := map[string]*v1.Pod{}
@@ -140,7 +140,7 @@ func TestGangPreemptionDeclines(t *testing.T) {
 	}
 
 	_, st = e.postFilter(pods["huge-0"])
-	wantCode(t, "too big", st, fwk.UnschedulableAndUnresolvable, "would not fit even an empty clique")
+	wantCode(t, "too big", st, fwk.UnschedulableAndUnresolvable, "gang preemption makes room in one clique only: preemption cannot help")
 	// low (priority 1) cannot preempt mid (5) nor itself.
 	_, st = e.postFilter(pods["low-0"])
 	wantCode(t, "started domain", st, fwk.UnschedulableAndUnresolvable, "already has NVLink clique")
@@ -241,10 +241,10 @@ func TestPodGroupPostFilterPreemptsForAGroupOfComputeDomainPods(t *testing.T) {
 func TestGangPreemptionRefusalIsReusedOnAnUnchangedView(t *testing.T) {
 	e, pods := gangFixture(t)
 	_, first := e.postFilter(pods["huge-0"])
-	wantCode(t, "huge-0", first, fwk.UnschedulableAndUnresolvable, "would not fit even an empty clique")
+	wantCode(t, "huge-0", first, fwk.UnschedulableAndUnresolvable, "gang preemption makes room in one clique only: preemption cannot help")
 	crossed := e.plugin.Cluster().Crossings()
 	_, again := e.postFilter(pods["huge-1"])
-	wantCode(t, "huge-1", again, fwk.UnschedulableAndUnresolvable, "would not fit even an empty clique")
+	wantCode(t, "huge-1", again, fwk.UnschedulableAndUnresolvable, "gang preemption makes room in one clique only: preemption cannot help")
 	if again.Message() != first.Message() {
 		t.Fatalf("the reused refusal says %q, the first said %q", again.Message(), first.Message())
 	}
@@ -261,7 +261,7 @@ func TestGangPreemptionRefusalIsReusedOnAnUnchangedView(t *testing.T) {
 	e.apply(boundTo(makePod("gpu", "", 4), "b-03"))
 	crossed = e.plugin.Cluster().Crossings()
 	_, st = e.postFilter(pods["huge-2"])
-	wantCode(t, "huge-2", st, fwk.UnschedulableAndUnresolvable, "would not fit even an empty clique")
+	wantCode(t, "huge-2", st, fwk.UnschedulableAndUnresolvable, "gang preemption makes room in one clique only: preemption cannot help")
 	if e.plugin.Cluster().Crossings() == crossed {
 		t.Fatal("after the view changed the refusal must be asked again")
 	}

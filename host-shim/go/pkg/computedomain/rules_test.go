@@ -161,8 +161,9 @@ func TestPreFilterRejectionsCarryThePolicyReason(t *testing.T) {
 	wantCode(t, "6-GPU domain", e.schedule(six).preFilter, fwk.UnschedulableAndUnresolvable,
 		"requests 2 of 4 GPUs per tray; would strand 2")
 	r := e.schedule(big)
-	wantCode(t, "24-tray domain", r.preFilter, fwk.UnschedulableAndUnresolvable, "needs 24 trays in one NVLink clique")
-	wantCode(t, "24-tray domain", r.preFilter, fwk.UnschedulableAndUnresolvable, "but the largest clique has 18 usable trays")
+	wantCode(t, "24-tray domain", r.preFilter, fwk.UnschedulableAndUnresolvable, "needs 24 trays (size 24")
+	wantCode(t, "24-tray domain", r.preFilter, fwk.UnschedulableAndUnresolvable, "(the largest clique has 18 usable trays), so it is placed as segments")
+	wantCode(t, "24-tray domain", r.preFilter, fwk.UnschedulableAndUnresolvable, "all NVLink cliques together have 18 usable")
 }
 
 func TestOneDomainPerNodeAndTheStaleLabel(t *testing.T) {

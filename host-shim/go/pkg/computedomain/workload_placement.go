@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -157,9 +158,16 @@ func topologyKey(pg fwk.PodGroupInfo) string {
 // (the same NodeInfo instances, as the snapshot requires), in clique order. A topology key other
 // than the clique label splits a clique further by that label's value, and drops its nodes
 // without it, as the in-tree generator does.
+//
+// A domain larger than one clique (the policy's layout of segments, guest/policy segments.rs;
+// exclusive and offered in several cliques) gets one placement: the nodes of every clique of
+// its layout, named by them joined with "+", since the group binds whole or not at all.
 func cliquePlacements(d *cdplace.Decision, parent *fwk.Placement, cliqueLabel, topoKey string) ([]*fwk.Placement, map[*fwk.Placement]int64) {
 	if topoKey == cliqueLabel {
 		topoKey = ""
+	}
+	if pl, score := spanningPlacement(d, parent, cliqueLabel); pl != nil {
+		return []*fwk.Placement{pl}, map[*fwk.Placement]int64{pl: score}
 	}
 	type group struct{ clique, value string }
 	byGroup := map[group][]fwk.NodeInfo{}
@@ -202,6 +210,34 @@ func cliquePlacements(d *cdplace.Decision, parent *fwk.Placement, cliqueLabel, t
 		scores[pl] = min(max(int64(d.Cliques[g.clique].Score), fwk.MinScore), fwk.MaxScore)
 	}
 	return placements, scores
+}
+
+// spanningPlacement is the one placement of a domain the policy lays out across several cliques
+// (an exclusive decision offering more than one), or nil for any other decision.
+func spanningPlacement(d *cdplace.Decision, parent *fwk.Placement, cliqueLabel string) (*fwk.Placement, int64) {
+	if !d.Exclusive {
+		return nil, 0
+	}
+	var offered []string
+	for c, v := range d.Cliques {
+		if v.Code == cdplace.CodeSuccess {
+			offered = append(offered, c)
+		}
+	}
+	if len(offered) < 2 {
+		return nil, 0
+	}
+	slices.Sort(offered)
+	var nodes []fwk.NodeInfo
+	for _, ni := range parent.Nodes {
+		if n := ni.Node(); n != nil && slices.Contains(offered, n.Labels[cliqueLabel]) {
+			nodes = append(nodes, ni)
+		}
+	}
+	if len(nodes) == 0 {
+		return nil, 0
+	}
+	return &fwk.Placement{Name: strings.Join(offered, "+"), Nodes: nodes}, fwk.MaxScore
 }
 
 // ScorePlacement implements fwk.PlacementScorePlugin: a ComputeDomain PodGroup's placement

@@ -263,18 +263,37 @@ func TestOtherPodGroupsWithATopologyGetTheInTreePlacements(t *testing.T) {
 	}
 }
 
+// A domain larger than any clique gets one placement: the cliques of its layout together (20
+// trays: b's 18 and the 6 of c, the best fit for the remainder; a has 8 free), so the workload
+// cycle binds all its segments or none.
+func TestGeneratePlacementsForADomainLargerThanACliqueIsItsWholeLayout(t *testing.T) {
+	nodes, cds, objs, _ := gangFleet()
+	cds = append(cds, computeDomain("big", "uid-big", 20))
+	big := cdPod("big", "big-0")
+	objs = append(objs, channelTemplate("big", "uid-big"), big)
+	e := placementEnv(t, nodes, cds, objs...)
+	_, placements, st := e.generate(gangGroup("big", 20, "", big), nil)
+	wantCode(t, "PlacementGenerate", st, fwk.Success, "")
+	if got, want := placementNames(placements), []string{clique(2) + "+" + clique(3)}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("placements %v, want the layout's cliques as one %v", got, want)
+	}
+	if n := len(placements[0].Nodes); n != 24 {
+		t.Fatalf("the placement has %d nodes, want b's 18 and c's 6", n)
+	}
+}
+
 // Rejections carry a reason: the policy's when the domain fits no clique, this plugin's for a
 // group of two domains, and an Error for what the framework never passes.
 func TestPlacementRejectionsSayWhy(t *testing.T) {
 	nodes, cds, objs, pods := gangFleet()
-	cds = append(cds, computeDomain("huge", "uid-huge", 20), computeDomain("two", "uid-two", 2))
+	cds = append(cds, computeDomain("huge", "uid-huge", 60), computeDomain("two", "uid-two", 2))
 	huge := cdPod("huge", "huge-0")
 	other := cdPod("two", "two-0")
 	objs = append(objs, channelTemplate("huge", "uid-huge"), channelTemplate("two", "uid-two"), huge, other)
 	e := placementEnv(t, nodes, cds, objs...)
 
-	_, _, st := e.generate(gangGroup("huge", 20, "", huge), nil)
-	wantCode(t, "a domain larger than any clique", st, fwk.UnschedulableAndUnresolvable, "stays pending rather than span cliques")
+	_, _, st := e.generate(gangGroup("huge", 60, "", huge), nil)
+	wantCode(t, "a domain larger than the fleet", st, fwk.UnschedulableAndUnresolvable, "all segments or none: it needs 60 trays and all NVLink cliques together have 42 usable")
 
 	_, _, st = e.generate(gangGroup("mixed", 2, "", pods[0], other), nil)
 	wantCode(t, "two domains in one group", st, fwk.UnschedulableAndUnresolvable, "must share one ComputeDomain")

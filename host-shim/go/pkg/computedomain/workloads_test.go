@@ -81,16 +81,17 @@ func TestDomainSizeComesFromTheJobThatOwnsItsPods(t *testing.T) {
 	}
 }
 
-// A Job larger than any clique stays pending with a reason that names the Job as the source;
+// A Job larger than the fleet (even as segments across cliques) stays pending with a reason that
+// names the Job as the source;
 // a pod whose Job is not (yet) in the scheduler's cache makes its domain wait instead of start.
 func TestDomainSizeReasonsNameTheOwner(t *testing.T) {
 	nodes := append(rack("small", 1, 8), rack("large", 2, 14)...)
 	e := newEnv(t, "", nodes, []*unstructured.Unstructured{computeDomain("cd", "uid-cd", 0), computeDomain("other", "uid-other", 0)},
-		channelTemplate("cd", "uid-cd"), channelTemplate("other", "uid-other"), trainerJob(20))
+		channelTemplate("cd", "uid-cd"), channelTemplate("other", "uid-other"), trainerJob(30))
 	p := ownedByJob(cdPod("cd", "trainer-a"), "trainer")
 	e.apply(p)
-	wantCode(t, "PreFilter, Job of 20", e.schedule(p).preFilter, fwk.UnschedulableAndUnresolvable,
-		"size 20 from Job "+ns+"/trainer spec.parallelism")
+	wantCode(t, "PreFilter, Job of 30", e.schedule(p).preFilter, fwk.UnschedulableAndUnresolvable,
+		"size 30 from Job "+ns+"/trainer spec.parallelism")
 
 	ghost := ownedByJob(cdPod("other", "ghost-a"), "ghost")
 	e.apply(ghost)

@@ -65,7 +65,7 @@ impl Pool {
         // asked about too (see `shadow`): its answer is kept for that, only when one is set.
         let shadowed = matches!(on, On::Pool) && overlay.is_empty() && self.shadowing();
         let checked = |st: &State, (ops, r): &(Vec<OverlayOp>, PreFilterResult)| {
-            safety::check(st, self.imex, &key, ops, r).map_err(Error::PolicyViolation)?;
+            safety::check(st, self.enforced, &key, ops, r).map_err(Error::PolicyViolation)?;
             let seed = match (shadowed, r.domain, st.pod(namespace, name)) {
                 (true, Some(domain), Some(pod)) => Some((pod, domain, r.clone())),
                 _ => None,

@@ -120,8 +120,9 @@ pub(crate) struct Pool {
     /// Signalled when an instance is checked in or discarded.
     freed: Condvar,
     quarantine: Mutex<Quarantine>,
-    /// The IMEX mode the safety rules enforce, read from the arguments by the host.
-    imex: cdplace_policy::ImexMode,
+    /// What the safety rules enforce (the IMEX mode, reserveTraysPerClique), read from the
+    /// arguments by the host.
+    enforced: crate::safety::Enforced,
     /// PreFilter answers refused by the safety rules.
     violations: AtomicU64,
     /// The shadow policy (see `shadow`), and whether one is set (read without the lock on the
@@ -147,7 +148,7 @@ impl Pool {
             slots: Mutex::new(Slots::default()),
             freed: Condvar::new(),
             quarantine: Mutex::new(Quarantine::default()),
-            imex: crate::safety::imex_mode(args),
+            enforced: crate::safety::enforced(args),
             violations: AtomicU64::new(0),
             shadow: Mutex::default(),
             shadow_on: AtomicBool::new(false),
